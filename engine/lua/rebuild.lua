@@ -1,0 +1,13 @@
+-- Replace a template's claim state with counts taken from Postgres (DESIGN §5.1, step 4).
+-- Called while the rebuilder holds the template's exclusive advisory lock in Postgres, so
+-- no claim of an older epoch can be persisted between the count and this write.
+-- KEYS: 1 stock, 2 claimed, 3 pending, 4 epoch, 5 applied
+-- ARGV: 1 stock, 2 epoch, then pairs user_id, count
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5])
+for i = 3, #ARGV, 2 do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+end
+redis.call('SET', KEYS[4], ARGV[2])
+-- Stock last: its presence is what tells claims the template is initialised.
+redis.call('SET', KEYS[1], ARGV[1])
+return 1

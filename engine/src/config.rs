@@ -1,0 +1,77 @@
+//! Engine configuration.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// When a claim's Postgres row is written relative to the reply (DESIGN §5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Persistence {
+    /// The reply waits for the row: an acknowledged claim survives a Redis crash.
+    #[default]
+    Sync,
+    /// The reply follows the Redis script; a persister writes rows in batches. Faster, but a
+    /// Redis crash can lose acknowledged claims.
+    Async,
+}
+
+impl std::str::FromStr for Persistence {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "sync" => Ok(Self::Sync),
+            "async" => Ok(Self::Async),
+            other => Err(format!("persistence must be sync or async, not {other:?}")),
+        }
+    }
+}
+
+/// Tunables of a [`crate::CouponEngine`].
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Prefix of every Redis key, so several engines (or tests) share one Redis.
+    pub namespace: String,
+    /// Sync or async claim persistence.
+    pub persistence: Persistence,
+    /// Take the per-coupon Redis lock around a redemption (the seed's guard; default on).
+    pub redeem_lock: bool,
+    /// Lock time-to-live: the backstop if a holder dies.
+    pub lock_ttl: Duration,
+    /// How long a redemption waits for a busy coupon's lock before answering `busy`.
+    pub lock_wait: Duration,
+    /// How long a claim's outcome is remembered for retries with the same request id.
+    pub idempotency_ttl: Duration,
+    /// Async mode: most intents per batch INSERT.
+    pub batch_size: usize,
+    /// Async mode: longest wait before a partial batch is written.
+    pub batch_interval: Duration,
+    /// A pending intent older than this is persisted by the reconciler.
+    pub stale_pending_after: Duration,
+}
+
+impl EngineConfig {
+    /// Defaults with the given Redis namespace.
+    pub fn with_namespace(namespace: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            namespace: "coupon".to_owned(),
+            persistence: Persistence::Sync,
+            redeem_lock: true,
+            lock_ttl: Duration::from_secs(30),
+            lock_wait: Duration::from_secs(2),
+            idempotency_ttl: Duration::from_secs(24 * 3600),
+            batch_size: 256,
+            batch_interval: Duration::from_millis(5),
+            stale_pending_after: Duration::from_secs(5),
+        }
+    }
+}

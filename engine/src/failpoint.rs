@@ -1,0 +1,90 @@
+//! Named fault-injection points, armed per engine instance (so parallel tests do not see
+//! each other's faults). Without the `failpoints` feature every check compiles to nothing.
+
+#[cfg(feature = "failpoints")]
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use crate::error::{EngineError, EngineResult};
+
+/// The places in the engine where a fault can be injected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Failpoint {
+    /// After the Redis claim script succeeded, before the Postgres insert.
+    ClaimAfterRedis,
+    /// After the Postgres insert committed, before the pending intent is removed.
+    ClaimAfterPersist,
+    /// After a return_to_stock refund committed, before its outbox row is applied.
+    RefundAfterCommit,
+    /// Inside the redeem transaction, after the UPDATE, before the use-log INSERT.
+    RedeemAfterUpdate,
+}
+
+/// What an armed failpoint does when reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailAction {
+    /// Fail the next `n` passes with an `unavailable` error.
+    Error(u32),
+    /// Sleep this long on every pass.
+    Delay(std::time::Duration),
+}
+
+/// The failpoints of one engine.
+#[derive(Debug, Clone, Default)]
+pub struct Failpoints {
+    #[cfg(feature = "failpoints")]
+    armed: Arc<Mutex<HashMap<Failpoint, FailAction>>>,
+}
+
+impl Failpoints {
+    /// Arms `point` with `action` (only with the `failpoints` feature; otherwise ignored).
+    #[allow(unused_variables)]
+    pub fn arm(&self, point: Failpoint, action: FailAction) {
+        #[cfg(feature = "failpoints")]
+        if let Ok(mut armed) = self.armed.lock() {
+            armed.insert(point, action);
+        }
+    }
+
+    /// Disarms `point`.
+    #[allow(unused_variables)]
+    pub fn disarm(&self, point: Failpoint) {
+        #[cfg(feature = "failpoints")]
+        if let Ok(mut armed) = self.armed.lock() {
+            armed.remove(&point);
+        }
+    }
+
+    /// Called by the engine at `point`: fails or delays when armed.
+    #[allow(unused_variables)]
+    pub(crate) async fn hit(&self, point: Failpoint) -> EngineResult<()> {
+        #[cfg(feature = "failpoints")]
+        {
+            let action = match self.armed.lock() {
+                Ok(mut armed) => match armed.get_mut(&point) {
+                    Some(FailAction::Error(n)) => {
+                        let fire = *n > 0;
+                        *n = n.saturating_sub(1);
+                        fire.then_some(FailAction::Error(1))
+                    }
+                    Some(a) => Some(*a),
+                    None => None,
+                },
+                Err(_) => None,
+            };
+            match action {
+                Some(FailAction::Error(_)) => {
+                    return Err(EngineError::Unavailable(format!("failpoint {point:?}")));
+                }
+                Some(FailAction::Delay(d)) => tokio::time::sleep(d).await,
+                None => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+// Keeps the import used when the feature is off.
+const _: fn() -> EngineError = || EngineError::Busy;

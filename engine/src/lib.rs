@@ -1,0 +1,35 @@
+//! # coupon-engine
+//!
+//! A coupon / flash-sale engine on Redis and PostgreSQL that never oversells, and the
+//! auditor that proves it (DESIGN §2–§6).
+//!
+//! - Claims run one atomic Lua script in Redis (stock, per-user limit, idempotency key) and
+//!   are persisted roll-forward in Postgres, synchronously or by a batching persister.
+//! - Redemption and refund are single Postgres transactions guarded by conditional UPDATEs
+//!   and unique indexes; refunds return the coupon to the user or to stock, never both.
+//! - Lost Redis state is rebuilt from Postgres, fenced by a per-template epoch.
+//! - [`CouponEngine::audit`] checks invariants I1–I5 against the live state.
+
+pub mod audit;
+pub mod config;
+pub mod domain;
+pub mod error;
+pub mod failpoint;
+pub mod service;
+pub mod store;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+
+pub use audit::{AuditReport, Invariant, Violation};
+pub use config::{EngineConfig, Persistence};
+pub use domain::{
+    coupon::{Coupon, CouponStatus},
+    discount::{Discount, DiscountKind},
+    template::{NewTemplate, RefundPolicy, Template, TemplateStatus},
+};
+pub use error::{EngineError, EngineResult};
+pub use service::{
+    ClaimReceipt, CouponEngine, Rebuilt, ReconcileOptions, ReconcileReport, Redemption,
+    RefundReceipt,
+};
+pub use store::postgres::MIGRATOR;

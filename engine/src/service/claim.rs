@@ -1,0 +1,174 @@
+//! Claim (领券), the hot path: one Redis script, then roll-forward persistence (DESIGN §5.1).
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::CouponEngine;
+use crate::{
+    config::Persistence,
+    domain::ids::{validate_request_id, validate_user_id},
+    error::{EngineError, EngineResult},
+    failpoint::Failpoint,
+    store::{
+        postgres::{self, Persisted},
+        redis::{ClaimScript, Grant, PendingIntent},
+    },
+};
+
+/// Rebuilds or fences one claim may go through before it gives up.
+const MAX_SETTLE_ATTEMPTS: usize = 3;
+
+/// A granted claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClaimReceipt {
+    /// The coupon the user now holds.
+    pub coupon_id: Uuid,
+    /// The template claimed from.
+    pub template_id: Uuid,
+    /// Stock left right after this claim was granted.
+    pub remaining_stock: i64,
+    /// True when this answers a retry of an earlier successful request.
+    pub replay: bool,
+}
+
+impl CouponEngine {
+    /// Claims one coupon of `template_id` for `user_id`. `request_id` is the idempotency key:
+    /// a retry with the same id answers with the same coupon and has no second effect.
+    pub async fn claim(
+        &self,
+        template_id: Uuid,
+        user_id: &str,
+        request_id: &str,
+    ) -> EngineResult<ClaimReceipt> {
+        validate_user_id(user_id)?;
+        validate_request_id(request_id)?;
+        let template = self.template(template_id).await?;
+        template.check_claimable(Self::now())?;
+        let cfg = &self.inner.config;
+        for _ in 0..MAX_SETTLE_ATTEMPTS {
+            let now_ms = (Self::now().unix_timestamp_nanos() / 1_000_000) as i64;
+            let outcome = self
+                .inner
+                .redis
+                .claim(
+                    template_id,
+                    request_id,
+                    user_id,
+                    template.spec.per_user_limit,
+                    Uuid::new_v4(),
+                    now_ms,
+                    cfg.idempotency_ttl.as_secs(),
+                )
+                .await?;
+            let grant = match outcome {
+                ClaimScript::Granted(g) => g,
+                ClaimScript::StockEmpty => return Err(EngineError::StockEmpty),
+                ClaimScript::UserLimit => {
+                    return Err(EngineError::UserLimit {
+                        limit: template.spec.per_user_limit,
+                    });
+                }
+                ClaimScript::RequestConflict => {
+                    return Err(EngineError::invalid(
+                        "request_id was already used by another user",
+                    ));
+                }
+                ClaimScript::NotInitialised => {
+                    self.rebuild(template_id).await?;
+                    continue;
+                }
+            };
+            let receipt = ClaimReceipt {
+                coupon_id: grant.coupon_id,
+                template_id,
+                remaining_stock: grant.remaining,
+                replay: !grant.fresh,
+            };
+            if !grant.pending {
+                return Ok(receipt);
+            }
+            let intent = intent(template_id, request_id, user_id, &grant);
+            if cfg.persistence == Persistence::Async {
+                if grant.fresh
+                    && let Some(p) = &self.inner.persister
+                {
+                    p.submit(intent).await;
+                }
+                return Ok(receipt);
+            }
+            self.inner
+                .failpoints
+                .hit(Failpoint::ClaimAfterRedis)
+                .await?;
+            let verdict = postgres::persist_intents(&self.inner.pg, &template, &[intent]).await?;
+            match verdict.first() {
+                Some(Persisted::Stored) => {
+                    self.inner
+                        .failpoints
+                        .hit(Failpoint::ClaimAfterPersist)
+                        .await?;
+                    // The row is committed: the claim stands even if this cleanup fails;
+                    // the reconciler removes a leftover intent whose row exists.
+                    if let Err(e) = self
+                        .inner
+                        .redis
+                        .remove_pending(template_id, &[request_id])
+                        .await
+                    {
+                        tracing::warn!(error = %e, %template_id, request_id, "pending intent left behind");
+                    }
+                    return Ok(receipt);
+                }
+                Some(Persisted::Duplicate {
+                    coupon_id,
+                    user_id: owner,
+                }) => {
+                    // Past the idempotency window the unique constraint is the backstop:
+                    // give the Redis deduction back and answer with the stored coupon.
+                    self.inner
+                        .redis
+                        .release(template_id, request_id, user_id, grant.epoch)
+                        .await?;
+                    if owner != user_id {
+                        return Err(EngineError::invalid(
+                            "request_id was already used by another user",
+                        ));
+                    }
+                    return Ok(ClaimReceipt {
+                        coupon_id: *coupon_id,
+                        replay: true,
+                        ..receipt
+                    });
+                }
+                Some(Persisted::EpochAhead) => {
+                    // Redis holds a rebuild that never committed: rebuild it again.
+                    tracing::warn!(%template_id, "redis epoch ahead of postgres; rebuilding");
+                    self.inner.redis.drop_template_keys(template_id).await?;
+                    continue;
+                }
+                Some(Persisted::Fenced) | None => {
+                    // A rebuild counted without this claim; it was never acknowledged.
+                    self.inner
+                        .redis
+                        .forget_request(template_id, request_id)
+                        .await?;
+                    continue;
+                }
+            }
+        }
+        Err(EngineError::Unavailable(
+            "the claim could not settle while the template was being rebuilt".into(),
+        ))
+    }
+}
+
+fn intent(template_id: Uuid, request_id: &str, user_id: &str, g: &Grant) -> PendingIntent {
+    PendingIntent {
+        template_id,
+        request_id: request_id.to_owned(),
+        coupon_id: g.coupon_id,
+        user_id: user_id.to_owned(),
+        epoch: g.epoch,
+        claimed_at_ms: g.claimed_at_ms,
+    }
+}

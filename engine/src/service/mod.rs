@@ -1,0 +1,231 @@
+//! The coupon service: composes the Redis and Postgres stores into the flows of DESIGN §5.
+
+mod claim;
+mod expire;
+mod outbox;
+mod persister;
+mod rebuild;
+mod reconcile;
+mod redeem;
+mod refund;
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+    time::{Duration, Instant},
+};
+
+use sqlx::PgPool;
+use time::OffsetDateTime;
+use tokio::sync::Mutex;
+use uuid::Uuid;
+
+pub use claim::ClaimReceipt;
+pub use rebuild::Rebuilt;
+pub(crate) use reconcile::pending_per_user;
+pub use reconcile::{ReconcileOptions, ReconcileReport, TemplateDrift};
+pub use redeem::Redemption;
+pub use refund::RefundReceipt;
+
+use crate::{
+    config::{EngineConfig, Persistence},
+    domain::{
+        coupon::Coupon,
+        ids::validate_user_id,
+        template::{NewTemplate, Template, TemplateStatus},
+    },
+    error::{EngineError, EngineResult},
+    failpoint::Failpoints,
+    store::{postgres, redis::RedisStore},
+};
+
+/// How long a cached template is trusted before it is read again (status changes by
+/// another process become visible within this time).
+const TEMPLATE_CACHE_TTL: Duration = Duration::from_secs(1);
+
+/// The coupon engine: cheap to clone, `Send + Sync`; all clones share one state.
+#[derive(Clone, Debug)]
+pub struct CouponEngine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pg: PgPool,
+    redis: RedisStore,
+    config: EngineConfig,
+    templates: RwLock<HashMap<Uuid, (Instant, Arc<Template>)>>,
+    persister: Option<persister::Handle>,
+    shutdown: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    failpoints: Failpoints,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CouponEngine")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CouponEngine {
+    /// Builds an engine on an existing pool (migrated) and Redis store. In async mode this
+    /// starts the persister task; call [`CouponEngine::shutdown`] to drain it.
+    pub fn new(pg: PgPool, redis: RedisStore, config: EngineConfig) -> Self {
+        let failpoints = Failpoints::default();
+        let (persister, task) = match config.persistence {
+            Persistence::Sync => (None, None),
+            Persistence::Async => {
+                let (handle, task) = persister::spawn(
+                    pg.clone(),
+                    redis.clone(),
+                    config.batch_size,
+                    config.batch_interval,
+                );
+                (Some(handle), Some(task))
+            }
+        };
+        Self {
+            inner: Arc::new(Inner {
+                pg,
+                redis,
+                config,
+                templates: RwLock::new(HashMap::new()),
+                persister,
+                shutdown: Mutex::new(task),
+                failpoints,
+            }),
+        }
+    }
+
+    /// Connects to Redis and Postgres, applies migrations and builds the engine.
+    pub async fn connect(
+        redis_url: &str,
+        database_url: &str,
+        max_db_connections: u32,
+        config: EngineConfig,
+    ) -> EngineResult<Self> {
+        let pg = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(max_db_connections)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect(database_url)
+            .await?;
+        postgres::MIGRATOR
+            .run(&pg)
+            .await
+            .map_err(|e| EngineError::Unavailable(format!("migrations failed: {e}")))?;
+        let redis = RedisStore::connect(redis_url, &config.namespace).await?;
+        Ok(Self::new(pg, redis, config))
+    }
+
+    /// The Postgres pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pg
+    }
+
+    /// The Redis store.
+    pub fn redis(&self) -> &RedisStore {
+        &self.inner.redis
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// Fault-injection points of this engine (inert without the `failpoints` feature).
+    pub fn failpoints(&self) -> &Failpoints {
+        &self.inner.failpoints
+    }
+
+    /// Checks that both backends answer.
+    pub async fn health(&self) -> EngineResult<()> {
+        self.inner.redis.ping().await?;
+        sqlx::query("SELECT 1").execute(&self.inner.pg).await?;
+        Ok(())
+    }
+
+    /// Creates a template in Postgres and initialises its Redis keys.
+    pub async fn create_template(&self, spec: NewTemplate) -> EngineResult<Template> {
+        spec.validate()?;
+        let id = Uuid::now_v7();
+        let template = postgres::insert_template(&self.inner.pg, id, &spec).await?;
+        self.remember(template.clone());
+        // Initialisation is a rebuild from zero coupons: one code path, fenced like any other.
+        self.rebuild(id).await?;
+        Ok(template)
+    }
+
+    /// Loads a template (from a short-lived in-process cache on the hot path).
+    pub async fn template(&self, id: Uuid) -> EngineResult<Arc<Template>> {
+        if let Ok(cache) = self.inner.templates.read()
+            && let Some((at, t)) = cache.get(&id)
+            && at.elapsed() < TEMPLATE_CACHE_TTL
+        {
+            return Ok(t.clone());
+        }
+        let template = postgres::get_template(&self.inner.pg, id)
+            .await?
+            .ok_or(EngineError::NotFound("template"))?;
+        Ok(self.remember(template))
+    }
+
+    fn remember(&self, template: Template) -> Arc<Template> {
+        let t = Arc::new(template);
+        if let Ok(mut cache) = self.inner.templates.write() {
+            cache.insert(t.id, (Instant::now(), t.clone()));
+        }
+        t
+    }
+
+    /// Remaining stock in Redis (None if the keys are absent).
+    pub async fn remaining_stock(&self, template: Uuid) -> EngineResult<Option<i64>> {
+        Ok(self.inner.redis.stock(template).await?)
+    }
+
+    /// Pauses, resumes or ends claims on a template.
+    pub async fn set_template_status(&self, id: Uuid, status: TemplateStatus) -> EngineResult<()> {
+        if !postgres::set_template_status(&self.inner.pg, id, status).await? {
+            return Err(EngineError::NotFound("template"));
+        }
+        if let Ok(mut cache) = self.inner.templates.write() {
+            cache.remove(&id);
+        }
+        Ok(())
+    }
+
+    /// A user's coupons, newest first (at most 1,000).
+    pub async fn user_coupons(&self, user_id: &str) -> EngineResult<Vec<Coupon>> {
+        validate_user_id(user_id)?;
+        postgres::user_coupons(&self.inner.pg, user_id, 1000).await
+    }
+
+    /// One coupon, if it exists.
+    pub async fn coupon(&self, id: Uuid) -> EngineResult<Option<Coupon>> {
+        postgres::get_coupon(&self.inner.pg, id).await
+    }
+
+    /// Writes every intent the async persister holds (no-op in sync mode).
+    pub async fn flush(&self) -> EngineResult<()> {
+        match &self.inner.persister {
+            Some(p) => p.flush().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Drains the async persister and stops it. Claims after this stay pending in Redis
+    /// until a reconcile persists them.
+    pub async fn shutdown(&self) {
+        if let Some(p) = &self.inner.persister {
+            p.close().await;
+        }
+        if let Some(task) = self.inner.shutdown.lock().await.take()
+            && let Err(e) = task.await
+        {
+            tracing::error!(error = %e, "persister task failed");
+        }
+    }
+
+    pub(crate) fn now() -> OffsetDateTime {
+        OffsetDateTime::now_utc()
+    }
+}

@@ -1,0 +1,136 @@
+//! The reconciler (DESIGN §5.4): persists stale pending intents, applies the outbox, and
+//! reports drift between Redis and Postgres.
+
+use std::{collections::HashMap, time::Duration};
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::CouponEngine;
+use crate::{
+    error::EngineResult,
+    store::{
+        postgres::{self, Persisted},
+        redis::PendingIntent,
+    },
+};
+
+/// What a reconcile pass considers.
+#[derive(Debug, Clone, Copy)]
+pub struct ReconcileOptions {
+    /// Only intents at least this old are persisted (younger ones belong to live requests).
+    pub min_pending_age: Duration,
+}
+
+/// What a reconcile pass did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReconcileReport {
+    /// Templates looked at.
+    pub templates: usize,
+    /// Pending intents written to Postgres (or found already written).
+    pub pending_persisted: usize,
+    /// Pending intents dropped: fenced by a rebuild, or duplicates given back.
+    pub pending_dropped: usize,
+    /// Outbox rows applied to Redis.
+    pub outbox_applied: usize,
+    /// Templates whose Redis stock disagrees with Postgres after the pass.
+    pub drift: Vec<TemplateDrift>,
+}
+
+/// A disagreement between Redis stock and what Postgres implies.
+#[derive(Debug, Clone, Serialize)]
+pub struct TemplateDrift {
+    /// The template.
+    pub template_id: Uuid,
+    /// Stock in Redis (None: not initialised).
+    pub redis_stock: Option<i64>,
+    /// total − counted − still-pending intents.
+    pub expected_stock: i64,
+}
+
+impl CouponEngine {
+    /// Reconciles every template, leaving intents younger than the configured staleness.
+    pub async fn reconcile(&self) -> EngineResult<ReconcileReport> {
+        self.reconcile_with(ReconcileOptions {
+            min_pending_age: self.inner.config.stale_pending_after,
+        })
+        .await
+    }
+
+    /// Reconciles every template with explicit options.
+    pub async fn reconcile_with(&self, opts: ReconcileOptions) -> EngineResult<ReconcileReport> {
+        let mut report = ReconcileReport::default();
+        for id in postgres::template_ids(&self.inner.pg).await? {
+            self.reconcile_template(id, opts, &mut report).await?;
+        }
+        Ok(report)
+    }
+
+    async fn reconcile_template(
+        &self,
+        template_id: Uuid,
+        opts: ReconcileOptions,
+        report: &mut ReconcileReport,
+    ) -> EngineResult<()> {
+        report.templates += 1;
+        let template = self.template(template_id).await?;
+        let snap = self.inner.redis.snapshot(template_id).await?;
+        let now_ms = (Self::now().unix_timestamp_nanos() / 1_000_000) as i64;
+        let min_age = opts.min_pending_age.as_millis() as i64;
+        let stale: Vec<PendingIntent> = snap
+            .pending
+            .iter()
+            .filter(|i| now_ms - i.claimed_at_ms >= min_age)
+            .cloned()
+            .collect();
+        if !stale.is_empty() {
+            let verdicts = postgres::persist_intents(&self.inner.pg, &template, &stale).await?;
+            let mut done = Vec::new();
+            for (intent, verdict) in stale.iter().zip(&verdicts) {
+                match verdict {
+                    Persisted::Stored => {
+                        report.pending_persisted += 1;
+                        done.push(intent.request_id.as_str());
+                    }
+                    Persisted::Duplicate { .. } => {
+                        self.inner
+                            .redis
+                            .release(
+                                template_id,
+                                &intent.request_id,
+                                &intent.user_id,
+                                intent.epoch,
+                            )
+                            .await?;
+                        report.pending_dropped += 1;
+                    }
+                    Persisted::Fenced | Persisted::EpochAhead => {
+                        report.pending_dropped += 1;
+                        done.push(intent.request_id.as_str());
+                    }
+                }
+            }
+            self.inner.redis.remove_pending(template_id, &done).await?;
+        }
+        report.outbox_applied += self.relay_outbox(template_id).await?;
+        let audit = self.audit(template_id).await?;
+        let expected = audit.total_stock - audit.counted - audit.pending - audit.outbox_unapplied;
+        if audit.redis_stock != Some(expected) {
+            report.drift.push(TemplateDrift {
+                template_id,
+                redis_stock: audit.redis_stock,
+                expected_stock: expected,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Sums per-user counts of intents (helper for the auditor).
+pub(crate) fn pending_per_user(intents: &[&PendingIntent]) -> HashMap<String, i64> {
+    let mut m = HashMap::new();
+    for i in intents {
+        *m.entry(i.user_id.clone()).or_insert(0) += 1;
+    }
+    m
+}

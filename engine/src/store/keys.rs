@@ -1,0 +1,65 @@
+//! Redis key layout (DESIGN §4). All keys of one template share the hash tag `{T}`, so one
+//! script touches one cluster slot; every key starts with the engine's namespace.
+
+use uuid::Uuid;
+
+/// The keys of one template.
+#[derive(Debug, Clone)]
+pub struct TemplateKeys {
+    prefix: String,
+    /// Remaining stock; absent means not initialised, never zero.
+    pub stock: String,
+    /// Hash user_id -> coupons held against the per-user limit.
+    pub claimed: String,
+    /// Hash claim_request_id -> claim intent not yet persisted.
+    pub pending: String,
+    /// Fencing epoch of the current Redis state (DESIGN §5.1, the rebuild race).
+    pub epoch: String,
+    /// Set of stock_outbox ids already applied (exactly-once relay).
+    pub applied: String,
+}
+
+impl TemplateKeys {
+    /// Keys of `template` under `namespace`.
+    pub fn new(namespace: &str, template: Uuid) -> Self {
+        let prefix = format!("{namespace}:coupon:{{{template}}}:");
+        Self {
+            stock: format!("{prefix}stock"),
+            claimed: format!("{prefix}claimed"),
+            pending: format!("{prefix}pending"),
+            epoch: format!("{prefix}epoch"),
+            applied: format!("{prefix}applied"),
+            prefix,
+        }
+    }
+
+    /// The key remembering the outcome of one claim request (per-request key with a TTL,
+    /// since Redis before 7.4 has no hash-field expiry).
+    pub fn req(&self, request_id: &str) -> String {
+        format!("{}req:{request_id}", self.prefix)
+    }
+
+    /// A SCAN pattern matching every key of this template.
+    pub fn pattern(&self) -> String {
+        format!("{}*", self.prefix.replace('{', "\\{").replace('}', "\\}"))
+    }
+}
+
+/// The redeem lock of one coupon.
+pub fn coupon_lock(namespace: &str, coupon: Uuid) -> String {
+    format!("{namespace}:lock:coupon:{{{coupon}}}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_the_hash_tag() {
+        let t = Uuid::nil();
+        let k = TemplateKeys::new("ns", t);
+        assert_eq!(k.stock, format!("ns:coupon:{{{t}}}:stock"));
+        assert_eq!(k.req("r1"), format!("ns:coupon:{{{t}}}:req:r1"));
+        assert_eq!(coupon_lock("ns", t), format!("ns:lock:coupon:{{{t}}}"));
+    }
+}

@@ -1,0 +1,6 @@
+//! The two stores: Redis (hot counters, scripts, locks) and Postgres (the record).
+//! Stores know nothing of HTTP; the service composes them.
+
+pub mod keys;
+pub mod postgres;
+pub mod redis;

@@ -1,0 +1,460 @@
+//! Redis side of the engine: the Lua scripts and the few plain commands around them.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use redis::{RedisError, RedisResult, Script, Value, aio::ConnectionManager};
+use uuid::Uuid;
+
+use super::keys::{TemplateKeys, coupon_lock};
+
+/// The engine's scripts, loaded once and run with EVALSHA (reloaded on NOSCRIPT).
+struct Scripts {
+    claim: Script,
+    release: Script,
+    unlock: Script,
+    outbox_apply: Script,
+    rebuild: Script,
+}
+
+impl Scripts {
+    fn load() -> Self {
+        Self {
+            claim: Script::new(include_str!("../../lua/claim.lua")),
+            release: Script::new(include_str!("../../lua/release.lua")),
+            unlock: Script::new(include_str!("../../lua/unlock.lua")),
+            outbox_apply: Script::new(include_str!("../../lua/outbox_apply.lua")),
+            rebuild: Script::new(include_str!("../../lua/rebuild.lua")),
+        }
+    }
+}
+
+/// What the claim script decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimScript {
+    /// Granted now (`fresh`) or earlier under the same request id.
+    Granted(Grant),
+    /// No stock left.
+    StockEmpty,
+    /// The user is at the per-user limit.
+    UserLimit,
+    /// The template's keys are absent: rebuild from Postgres.
+    NotInitialised,
+    /// The request id was already used by another user.
+    RequestConflict,
+}
+
+/// A granted claim as recorded in Redis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The coupon id the claim was given.
+    pub coupon_id: Uuid,
+    /// Stock left right after this claim.
+    pub remaining: i64,
+    /// Epoch of the Redis state that granted it.
+    pub epoch: i64,
+    /// Claim time, ms since the Unix epoch.
+    pub claimed_at_ms: i64,
+    /// True if granted by this call, false for a replay of an earlier grant.
+    pub fresh: bool,
+    /// True while the intent still waits to be persisted.
+    pub pending: bool,
+}
+
+/// A claim intent waiting in the pending hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingIntent {
+    /// The template claimed from.
+    pub template_id: Uuid,
+    /// The idempotency key.
+    pub request_id: String,
+    /// The coupon id to write.
+    pub coupon_id: Uuid,
+    /// The claimant.
+    pub user_id: String,
+    /// Epoch of the Redis state that granted it.
+    pub epoch: i64,
+    /// Claim time, ms since the Unix epoch.
+    pub claimed_at_ms: i64,
+}
+
+/// What the outbox script did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutboxApply {
+    /// Stock and quota returned now.
+    Applied,
+    /// Already applied earlier.
+    Duplicate,
+    /// Redis was rebuilt since the row was read; the rebuild counted it.
+    Fenced,
+    /// The template's keys are absent; a rebuild will count it.
+    NotInitialised,
+}
+
+/// Redis state of one template, for the auditor and the reconciler.
+#[derive(Debug, Clone, Default)]
+pub struct RedisSnapshot {
+    /// Remaining stock, None if not initialised.
+    pub stock: Option<i64>,
+    /// Current epoch, None if not initialised.
+    pub epoch: Option<i64>,
+    /// Claimed counts per user.
+    pub claimed: HashMap<String, i64>,
+    /// Intents not yet persisted.
+    pub pending: Vec<PendingIntent>,
+}
+
+/// Raw reply of the snapshot pipeline: stock, epoch, claimed hash, pending hash.
+type SnapshotReply = (
+    Option<i64>,
+    Option<i64>,
+    HashMap<String, i64>,
+    HashMap<String, String>,
+);
+
+/// The Redis store: one multiplexed connection manager, cheap to clone.
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: ConnectionManager,
+    namespace: Arc<str>,
+    scripts: Arc<Scripts>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// Connects to `url`; every key is prefixed with `namespace`.
+    pub async fn connect(url: &str, namespace: &str) -> RedisResult<Self> {
+        let client = redis::Client::open(url)?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(2);
+        let conn = ConnectionManager::new_with_config(client, config).await?;
+        Ok(Self {
+            conn,
+            namespace: namespace.into(),
+            scripts: Arc::new(Scripts::load()),
+        })
+    }
+
+    /// The namespace of this store's keys.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The keys of `template`.
+    pub fn keys(&self, template: Uuid) -> TemplateKeys {
+        TemplateKeys::new(&self.namespace, template)
+    }
+
+    /// A connection for commands outside the engine's own (admin, tests).
+    pub fn connection(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    /// Round trip to Redis.
+    pub async fn ping(&self) -> RedisResult<()> {
+        redis::cmd("PING")
+            .query_async::<String>(&mut self.conn.clone())
+            .await
+            .map(drop)
+    }
+
+    /// Runs the claim script (one round trip, also for refusals).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn claim(
+        &self,
+        template: Uuid,
+        request_id: &str,
+        user_id: &str,
+        limit: i32,
+        coupon_id: Uuid,
+        now_ms: i64,
+        req_ttl_secs: u64,
+    ) -> RedisResult<ClaimScript> {
+        let k = self.keys(template);
+        let mut id = Uuid::encode_buffer();
+        let coupon = coupon_id.hyphenated().encode_lower(&mut id);
+        let reply: Vec<Value> = self
+            .scripts
+            .claim
+            .key(&k.stock)
+            .key(&k.claimed)
+            .key(k.req(request_id))
+            .key(&k.pending)
+            .key(&k.epoch)
+            .arg(request_id)
+            .arg(user_id)
+            .arg(limit)
+            .arg(&*coupon)
+            .arg(now_ms)
+            .arg(req_ttl_secs.max(1))
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        parse_claim(&reply)
+    }
+
+    /// Gives back the stock and quota of a claim that will never be persisted.
+    pub async fn release(
+        &self,
+        template: Uuid,
+        request_id: &str,
+        user_id: &str,
+        epoch: i64,
+    ) -> RedisResult<bool> {
+        let k = self.keys(template);
+        let n: i64 = self
+            .scripts
+            .release
+            .key(&k.stock)
+            .key(&k.claimed)
+            .key(&k.pending)
+            .key(&k.epoch)
+            .key(k.req(request_id))
+            .arg(request_id)
+            .arg(user_id)
+            .arg(epoch)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Removes a persisted intent from the pending hash.
+    pub async fn remove_pending(&self, template: Uuid, request_ids: &[&str]) -> RedisResult<()> {
+        if request_ids.is_empty() {
+            return Ok(());
+        }
+        redis::cmd("HDEL")
+            .arg(self.keys(template).pending)
+            .arg(request_ids)
+            .query_async::<i64>(&mut self.conn.clone())
+            .await
+            .map(drop)
+    }
+
+    /// Forgets the recorded outcome of a claim request.
+    pub async fn forget_request(&self, template: Uuid, request_id: &str) -> RedisResult<()> {
+        redis::cmd("DEL")
+            .arg(self.keys(template).req(request_id))
+            .query_async::<i64>(&mut self.conn.clone())
+            .await
+            .map(drop)
+    }
+
+    /// Takes the redeem lock of `coupon` with `token` (SET NX PX).
+    pub async fn lock(&self, coupon: Uuid, token: &str, ttl: Duration) -> RedisResult<bool> {
+        let reply: Option<String> = redis::cmd("SET")
+            .arg(coupon_lock(&self.namespace, coupon))
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl.as_millis().max(1) as u64)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(reply.is_some())
+    }
+
+    /// Releases the redeem lock of `coupon` only if `token` still holds it.
+    pub async fn unlock(&self, coupon: Uuid, token: &str) -> RedisResult<bool> {
+        let n: i64 = self
+            .scripts
+            .unlock
+            .key(coupon_lock(&self.namespace, coupon))
+            .arg(token)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Applies one outbox row (stock and quota back) exactly once within `epoch`.
+    pub async fn apply_outbox(
+        &self,
+        template: Uuid,
+        outbox_id: i64,
+        user_id: &str,
+        epoch: i64,
+    ) -> RedisResult<OutboxApply> {
+        let k = self.keys(template);
+        let reply: String = self
+            .scripts
+            .outbox_apply
+            .key(&k.stock)
+            .key(&k.claimed)
+            .key(&k.epoch)
+            .key(&k.applied)
+            .arg(outbox_id)
+            .arg(user_id)
+            .arg(epoch)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(match reply.as_str() {
+            "applied" => OutboxApply::Applied,
+            "duplicate" => OutboxApply::Duplicate,
+            "fenced" => OutboxApply::Fenced,
+            _ => OutboxApply::NotInitialised,
+        })
+    }
+
+    /// Replaces the template's claim state with counts from Postgres, under `epoch`.
+    pub async fn rebuild(
+        &self,
+        template: Uuid,
+        stock: i64,
+        epoch: i64,
+        claimed: &[(String, i64)],
+    ) -> RedisResult<()> {
+        let k = self.keys(template);
+        let mut inv = self.scripts.rebuild.key(&k.stock);
+        inv.key(&k.claimed)
+            .key(&k.pending)
+            .key(&k.epoch)
+            .key(&k.applied)
+            .arg(stock)
+            .arg(epoch);
+        for (user, n) in claimed {
+            inv.arg(user).arg(*n);
+        }
+        inv.invoke_async::<i64>(&mut self.conn.clone())
+            .await
+            .map(drop)
+    }
+
+    /// Remaining stock, None if the template is not initialised.
+    pub async fn stock(&self, template: Uuid) -> RedisResult<Option<i64>> {
+        redis::cmd("GET")
+            .arg(self.keys(template).stock)
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// Everything Redis holds about `template` (one MULTI round trip).
+    pub async fn snapshot(&self, template: Uuid) -> RedisResult<RedisSnapshot> {
+        let k = self.keys(template);
+        let (stock, epoch, claimed, pending): SnapshotReply = redis::pipe()
+            .atomic()
+            .get(&k.stock)
+            .get(&k.epoch)
+            .hgetall(&k.claimed)
+            .hgetall(&k.pending)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let pending = pending
+            .into_iter()
+            .filter_map(|(rid, v)| parse_intent(template, rid, &v))
+            .collect();
+        Ok(RedisSnapshot {
+            stock,
+            epoch,
+            claimed,
+            pending,
+        })
+    }
+
+    /// Deletes every key of `template` (as a Redis restart without persistence would).
+    /// Used by tests and the nemesis; never FLUSHALL a shared Redis.
+    pub async fn drop_template_keys(&self, template: Uuid) -> RedisResult<usize> {
+        delete_matching(&mut self.conn.clone(), &self.keys(template).pattern()).await
+    }
+}
+
+/// Deletes all keys matching `pattern` with SCAN + UNLINK; returns how many.
+pub async fn delete_matching(conn: &mut ConnectionManager, pattern: &str) -> RedisResult<usize> {
+    let mut cursor: u64 = 0;
+    let mut deleted = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await?;
+        if !keys.is_empty() {
+            deleted += keys.len();
+            redis::cmd("UNLINK")
+                .arg(&keys)
+                .query_async::<i64>(conn)
+                .await?;
+        }
+        if next == 0 {
+            return Ok(deleted);
+        }
+        cursor = next;
+    }
+}
+
+fn parse_intent(template_id: Uuid, request_id: String, value: &str) -> Option<PendingIntent> {
+    let mut parts = value.split('|');
+    let coupon_id = parts.next()?.parse().ok()?;
+    let user_id = parts.next()?.to_owned();
+    let epoch = parts.next()?.parse().ok()?;
+    let claimed_at_ms = parts.next()?.parse().ok()?;
+    Some(PendingIntent {
+        template_id,
+        request_id,
+        coupon_id,
+        user_id,
+        epoch,
+        claimed_at_ms,
+    })
+}
+
+fn bad_reply(what: &str) -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "unexpected claim script reply",
+        what.to_owned(),
+    ))
+}
+
+fn text(v: &Value) -> Option<&str> {
+    match v {
+        Value::BulkString(b) => std::str::from_utf8(b).ok(),
+        Value::SimpleString(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(n) => Some(*n),
+        other => text(other)?.parse().ok(),
+    }
+}
+
+fn parse_claim(reply: &[Value]) -> RedisResult<ClaimScript> {
+    let tag = reply
+        .first()
+        .and_then(text)
+        .ok_or_else(|| bad_reply("no tag"))?;
+    Ok(match tag {
+        "ok" => {
+            let field = |i: usize| reply.get(i).and_then(int).ok_or_else(|| bad_reply(tag));
+            let coupon_id = reply
+                .get(1)
+                .and_then(text)
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| bad_reply("coupon id"))?;
+            ClaimScript::Granted(Grant {
+                coupon_id,
+                remaining: field(2)?,
+                epoch: field(3)?,
+                claimed_at_ms: field(4)?,
+                fresh: field(5)? == 1,
+                pending: field(6)? == 1,
+            })
+        }
+        "stock_empty" => ClaimScript::StockEmpty,
+        "user_limit" => ClaimScript::UserLimit,
+        "not_initialised" => ClaimScript::NotInitialised,
+        "request_conflict" => ClaimScript::RequestConflict,
+        other => return Err(bad_reply(other)),
+    })
+}

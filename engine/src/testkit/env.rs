@@ -1,0 +1,226 @@
+//! One isolated test environment: its own Postgres database and Redis namespace on the
+//! shared backends, with an engine connected to both. Dropping it removes both.
+
+use std::sync::Arc;
+
+use sqlx::{Connection, Executor, PgConnection, postgres::PgConnectOptions};
+use uuid::Uuid;
+
+use super::{Backends, ProvisionError, shared_backends};
+use crate::{CouponEngine, EngineConfig, MIGRATOR, store::redis::RedisStore};
+
+/// An engine on a fresh database and namespace.
+#[derive(Debug)]
+pub struct TestEnv {
+    /// The engine under test.
+    pub engine: CouponEngine,
+    /// URL of this environment's own database.
+    pub database_url: String,
+    /// Redis URL.
+    pub redis_url: String,
+    /// This environment's Redis namespace.
+    pub namespace: String,
+    admin_url: String,
+    database: String,
+    _backends: Arc<Backends>,
+}
+
+impl TestEnv {
+    /// A fresh environment on the shared backends with the default configuration.
+    pub async fn new() -> Result<Self, ProvisionError> {
+        Self::with_config(EngineConfig::default()).await
+    }
+
+    /// A fresh environment on the shared backends; `config.namespace` is replaced by a
+    /// unique one.
+    pub async fn with_config(config: EngineConfig) -> Result<Self, ProvisionError> {
+        Self::on(shared_backends().await?, config).await
+    }
+
+    /// A fresh environment on the given backends.
+    pub async fn on(
+        backends: Arc<Backends>,
+        mut config: EngineConfig,
+    ) -> Result<Self, ProvisionError> {
+        let setup = |e: &dyn std::fmt::Display| ProvisionError::Setup(e.to_string());
+        let template_db = ensure_template_database(&backends.database_url).await?;
+        let database = format!("coupon_t_{}", Uuid::new_v4().simple());
+        let mut admin = PgConnection::connect(&backends.database_url)
+            .await
+            .map_err(|e| setup(&e))?;
+        create_from_template(&mut admin, &database, &template_db).await?;
+        let _ = admin.close().await;
+        let opts: PgConnectOptions = backends.database_url.parse().map_err(|e| setup(&e))?;
+        let database_url = with_database(&backends.database_url, &database);
+        config.namespace = format!("t{}", &Uuid::new_v4().simple().to_string()[..12]);
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(10)
+            .connect_with(opts.database(&database))
+            .await
+            .map_err(|e| setup(&e))?;
+        let redis = RedisStore::connect(&backends.redis_url, &config.namespace)
+            .await
+            .map_err(|e| setup(&e))?;
+        let namespace = config.namespace.clone();
+        Ok(Self {
+            engine: CouponEngine::new(pool, redis, config),
+            database_url,
+            redis_url: backends.redis_url.clone(),
+            namespace,
+            admin_url: backends.database_url.clone(),
+            database,
+            _backends: backends,
+        })
+    }
+
+    /// Another engine on this environment's database and namespace (e.g. a second server).
+    pub async fn another_engine(
+        &self,
+        mut config: EngineConfig,
+    ) -> Result<CouponEngine, ProvisionError> {
+        let setup = |e: &dyn std::fmt::Display| ProvisionError::Setup(e.to_string());
+        config.namespace = self.namespace.clone();
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(10)
+            .connect(&self.database_url)
+            .await
+            .map_err(|e| setup(&e))?;
+        let redis = RedisStore::connect(&self.redis_url, &config.namespace)
+            .await
+            .map_err(|e| setup(&e))?;
+        Ok(CouponEngine::new(pool, redis, config))
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        let admin = self.admin_url.clone();
+        let database = self.database.clone();
+        let redis_url = self.redis_url.clone();
+        let pattern = format!("{}:*", self.namespace);
+        // Drop cannot await: clean up on a thread with its own small runtime, and wait.
+        let cleanup = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                if let Ok(mut conn) = PgConnection::connect(&admin).await {
+                    let _ = conn
+                        .execute(sqlx::AssertSqlSafe(format!(
+                            "DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)"
+                        )))
+                        .await;
+                }
+                if let Ok(client) = redis::Client::open(redis_url)
+                    && let Ok(mut conn) = client.get_connection_manager().await
+                {
+                    let _ = crate::store::redis::delete_matching(&mut conn, &pattern).await;
+                }
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
+
+fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let root = base.rsplit_once('/').map_or(base, |(r, _)| r);
+    match query {
+        Some(q) => format!("{root}/{database}?{q}"),
+        None => format!("{root}/{database}"),
+    }
+}
+
+/// Name of the migrated template database for the current migrations.
+fn template_name() -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for m in MIGRATOR.iter() {
+        for b in m.checksum.iter().chain(m.version.to_le_bytes().iter()) {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("coupon_tpl_{h:016x}")
+}
+
+/// Creates (once, under an advisory lock) a database with the migrations applied.
+async fn ensure_template_database(admin_url: &str) -> Result<String, ProvisionError> {
+    let setup = |e: &dyn std::fmt::Display| ProvisionError::Setup(e.to_string());
+    let name = template_name();
+    let mut admin = PgConnection::connect(admin_url)
+        .await
+        .map_err(|e| setup(&e))?;
+    sqlx::query("SELECT pg_advisory_lock(7312001)")
+        .execute(&mut admin)
+        .await
+        .map_err(|e| setup(&e))?;
+    let result = async {
+        let exists: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+                .bind(&name)
+                .fetch_one(&mut admin)
+                .await
+                .map_err(|e| setup(&e))?;
+        if !exists {
+            let building = format!("{name}_building");
+            admin
+                .execute(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS \"{building}\""
+                )))
+                .await
+                .map_err(|e| setup(&e))?;
+            admin
+                .execute(sqlx::AssertSqlSafe(format!(
+                    "CREATE DATABASE \"{building}\""
+                )))
+                .await
+                .map_err(|e| setup(&e))?;
+            let mut conn = PgConnection::connect(&with_database(admin_url, &building))
+                .await
+                .map_err(|e| setup(&e))?;
+            MIGRATOR.run(&mut conn).await.map_err(|e| setup(&e))?;
+            conn.close().await.map_err(|e| setup(&e))?;
+            // Renamed only once complete, so a crash mid-migration never leaves a bad template.
+            admin
+                .execute(sqlx::AssertSqlSafe(format!(
+                    "ALTER DATABASE \"{building}\" RENAME TO \"{name}\""
+                )))
+                .await
+                .map_err(|e| setup(&e))?;
+        }
+        Ok(name)
+    }
+    .await;
+    let _ = sqlx::query("SELECT pg_advisory_unlock(7312001)")
+        .execute(&mut admin)
+        .await;
+    let _ = admin.close().await;
+    result
+}
+
+async fn create_from_template(
+    admin: &mut PgConnection,
+    database: &str,
+    template: &str,
+) -> Result<(), ProvisionError> {
+    let sql = format!("CREATE DATABASE \"{database}\" TEMPLATE \"{template}\"");
+    let mut last = None;
+    // Concurrent copies of one template can collide ("source database is being accessed").
+    for attempt in 0..20u64 {
+        match admin.execute(sqlx::AssertSqlSafe(sql.clone())).await {
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                last = Some(e.to_string());
+                tokio::time::sleep(std::time::Duration::from_millis(50 * (attempt + 1))).await;
+            }
+        }
+    }
+    Err(ProvisionError::Setup(format!(
+        "CREATE DATABASE {database}: {}",
+        last.unwrap_or_default()
+    )))
+}

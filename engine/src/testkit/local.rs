@@ -1,0 +1,296 @@
+//! Way 3 of DESIGN §10: `redis-server` and `initdb`/`pg_ctl` from this machine, started on
+//! free loopback ports in a temp dir and stopped on drop (or when the owning process exits,
+//! for instances kept in a process-wide static).
+
+use std::{
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use super::ProvisionError;
+
+/// A free loopback port (bound then released; good enough for test servers).
+pub fn free_port() -> Result<u16, ProvisionError> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| ProvisionError::Local(e.to_string()))?;
+    Ok(l.local_addr()
+        .map_err(|e| ProvisionError::Local(e.to_string()))?
+        .port())
+}
+
+fn find_binary(name: &str) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Ok(rd) = std::fs::read_dir("/usr/lib/postgresql") {
+        let mut versions: Vec<PathBuf> = rd.flatten().map(|e| e.path().join("bin")).collect();
+        versions.sort();
+        versions.reverse();
+        dirs.extend(versions);
+    }
+    dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+fn running_as_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn wait_for_port(port: u16, timeout: Duration) -> Result<(), ProvisionError> {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(ProvisionError::Local(format!(
+        "nothing answered on 127.0.0.1:{port} within {timeout:?}"
+    )))
+}
+
+/// A `redis-server` this process started; killed on drop.
+#[derive(Debug)]
+pub struct LocalRedis {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl LocalRedis {
+    /// Starts `redis-server` on a free loopback port, with nothing kept on disk.
+    pub fn start() -> Result<Self, ProvisionError> {
+        let bin = find_binary("redis-server")
+            .ok_or_else(|| ProvisionError::Local("redis-server not found in PATH".into()))?;
+        let dir = tempfile::tempdir().map_err(|e| ProvisionError::Local(e.to_string()))?;
+        let port = free_port()?;
+        let child = Command::new(bin)
+            .args([
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", "no", "--dir"])
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| ProvisionError::Local(format!("redis-server: {e}")))?;
+        watchdog(&format!("kill -9 {}", child.id()));
+        let redis = Self { child, port, dir };
+        wait_for_port(port, Duration::from_secs(10))?;
+        Ok(redis)
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Its process id (for the nemesis: SIGKILL, SIGSTOP, SIGCONT).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills it with SIGKILL (all data is lost, as after a crash).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts a fresh, empty server on the same port after [`LocalRedis::kill`].
+    pub fn restart(&mut self) -> Result<(), ProvisionError> {
+        self.kill();
+        let bin = find_binary("redis-server")
+            .ok_or_else(|| ProvisionError::Local("redis-server not found in PATH".into()))?;
+        self.child = Command::new(bin)
+            .args([
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                &self.port.to_string(),
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", "no", "--dir"])
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| ProvisionError::Local(format!("redis-server: {e}")))?;
+        watchdog(&format!("kill -9 {}", self.child.id()));
+        wait_for_port(self.port, Duration::from_secs(10))
+    }
+
+    /// Sends a signal by name (`STOP`, `CONT`, `KILL`) with kill(1).
+    pub fn signal(&self, sig: &str) -> Result<(), ProvisionError> {
+        let ok = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if ok {
+            Ok(())
+        } else {
+            Err(ProvisionError::Local(format!(
+                "kill -{sig} {} failed",
+                self.pid()
+            )))
+        }
+    }
+}
+
+impl Drop for LocalRedis {
+    fn drop(&mut self) {
+        let _ = self.signal("CONT");
+        self.kill();
+    }
+}
+
+/// A Postgres cluster this process created with `initdb` and started with `pg_ctl`; stopped
+/// on drop. As root it runs as the `postgres` user (Postgres refuses to run as root).
+#[derive(Debug)]
+pub struct LocalPostgres {
+    pg_ctl: PathBuf,
+    data: PathBuf,
+    port: u16,
+    as_postgres: bool,
+    _dir: tempfile::TempDir,
+}
+
+impl LocalPostgres {
+    /// Creates and starts a throwaway cluster on a free loopback port (trust auth).
+    pub fn start() -> Result<Self, ProvisionError> {
+        let initdb = find_binary("initdb").ok_or_else(|| {
+            ProvisionError::Local("initdb not found in PATH or /usr/lib/postgresql/*/bin".into())
+        })?;
+        let pg_ctl = find_binary("pg_ctl")
+            .ok_or_else(|| ProvisionError::Local("pg_ctl not found".into()))?;
+        let dir = tempfile::tempdir().map_err(|e| ProvisionError::Local(e.to_string()))?;
+        let data = dir.path().join("data");
+        let as_postgres = running_as_root();
+        if as_postgres {
+            run(
+                Command::new("chown")
+                    .arg("-R")
+                    .arg("postgres")
+                    .arg(dir.path()),
+                "chown",
+            )?;
+        }
+        run(
+            pg_command(as_postgres, &initdb).arg("-D").arg(&data).args([
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ]),
+            "initdb",
+        )?;
+        let port = free_port()?;
+        let opts = format!(
+            "-p {port} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=200",
+            dir.path().display()
+        );
+        run(
+            pg_command(as_postgres, &pg_ctl)
+                .arg("-D")
+                .arg(&data)
+                .args(["-o", &opts, "-w", "-l"])
+                .arg(dir.path().join("log"))
+                .arg("start"),
+            "pg_ctl start",
+        )?;
+        let stop = format!(
+            "{} {} -D {} -m immediate stop",
+            if as_postgres {
+                "runuser -u postgres --"
+            } else {
+                ""
+            },
+            pg_ctl.display(),
+            data.display()
+        );
+        watchdog(&stop);
+        Ok(Self {
+            pg_ctl,
+            data,
+            port,
+            as_postgres,
+            _dir: dir,
+        })
+    }
+
+    /// URL of its `postgres` database.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for LocalPostgres {
+    fn drop(&mut self) {
+        let _ = pg_command(self.as_postgres, &self.pg_ctl)
+            .arg("-D")
+            .arg(&self.data)
+            .args(["-m", "immediate", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Runs `cleanup` (a shell command) once this process is gone, so servers kept in a
+/// process-wide static (never dropped) do not outlive the tests that started them.
+fn watchdog(cleanup: &str) {
+    let script = format!(
+        "while kill -0 {} 2>/dev/null; do sleep 1; done; {cleanup} >/dev/null 2>&1",
+        std::process::id()
+    );
+    let _ = Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+}
+
+fn pg_command(as_postgres: bool, bin: &Path) -> Command {
+    if as_postgres {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(bin);
+        c
+    } else {
+        Command::new(bin)
+    }
+}
+
+fn run(cmd: &mut Command, what: &str) -> Result<(), ProvisionError> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| ProvisionError::Local(format!("{what}: {e}")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(ProvisionError::Local(format!(
+            "{what} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}

@@ -1,0 +1,151 @@
+//! Provisioning of Redis and Postgres for tests and load runs (DESIGN §10), in this order:
+//!
+//! 1. `COUPON_REDIS_URL` and `COUPON_DATABASE_URL`: existing services;
+//! 2. testcontainers (images from `images.env`) when a Docker daemon answers;
+//! 3. local `redis-server` and `initdb`/`pg_ctl` on free loopback ports;
+//! 4. otherwise one error naming the three ways.
+//!
+//! Every [`TestEnv`] gets its own Postgres database (copied from a migrated template
+//! database, so it is fast) and its own Redis namespace, so tests run in parallel on
+//! shared servers and clean up after themselves.
+
+mod containers;
+mod env;
+pub mod images;
+pub mod local;
+
+pub use env::TestEnv;
+
+use std::sync::Arc;
+
+use tokio::sync::OnceCell;
+
+/// Why no backends could be provisioned.
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisionError {
+    /// None of the three ways worked.
+    #[error(
+        "no Redis/Postgres available. Either (1) set COUPON_REDIS_URL and COUPON_DATABASE_URL \
+         to running services, (2) run a Docker daemon for testcontainers, or (3) install \
+         redis-server and PostgreSQL (initdb, pg_ctl) locally. Tried: {0}"
+    )]
+    Nothing(String),
+    /// The container way failed.
+    #[error("testcontainers: {0}")]
+    Containers(String),
+    /// The local-binaries way failed.
+    #[error("local binaries: {0}")]
+    Local(String),
+    /// Services were found but could not be prepared (database, migrations).
+    #[error("preparing backends: {0}")]
+    Setup(String),
+}
+
+/// How the backends were obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Way {
+    /// URLs from the environment.
+    Env,
+    /// testcontainers.
+    Containers,
+    /// Local binaries.
+    Local,
+}
+
+/// A Redis and a Postgres server (the admin URL of the latter), kept alive by guards.
+pub struct Backends {
+    /// Redis URL.
+    pub redis_url: String,
+    /// URL of a Postgres database with rights to create databases.
+    pub database_url: String,
+    /// Which way provided them.
+    pub way: Way,
+    _guards: Vec<Box<dyn Send + Sync>>,
+}
+
+impl std::fmt::Debug for Backends {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backends")
+            .field("redis_url", &self.redis_url)
+            .field("database_url", &self.database_url)
+            .field("way", &self.way)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Backends {
+    /// Provisions backends the first way that works (see the module docs).
+    pub async fn provision() -> Result<Self, ProvisionError> {
+        let mut tried = Vec::new();
+        match Self::from_env() {
+            Some(b) => return Ok(b),
+            None => tried.push("env: COUPON_REDIS_URL/COUPON_DATABASE_URL not set".to_owned()),
+        }
+        match Self::containers().await {
+            Ok(b) => return Ok(b),
+            Err(e) => tried.push(e.to_string()),
+        }
+        match Self::local() {
+            Ok(b) => return Ok(b),
+            Err(e) => tried.push(e.to_string()),
+        }
+        Err(ProvisionError::Nothing(tried.join("; ")))
+    }
+
+    /// Way 1: existing services named by the environment.
+    pub fn from_env() -> Option<Self> {
+        let redis_url = std::env::var("COUPON_REDIS_URL").ok()?;
+        let database_url = std::env::var("COUPON_DATABASE_URL").ok()?;
+        Some(Self {
+            redis_url,
+            database_url,
+            way: Way::Env,
+            _guards: Vec::new(),
+        })
+    }
+
+    /// Way 2: testcontainers, ignoring the environment's URLs.
+    pub async fn containers() -> Result<Self, ProvisionError> {
+        containers::start().await
+    }
+
+    /// Way 3: local binaries, ignoring the environment's URLs.
+    pub fn local() -> Result<Self, ProvisionError> {
+        let redis = local::LocalRedis::start()?;
+        let pg = local::LocalPostgres::start()?;
+        Ok(Self {
+            redis_url: redis.url(),
+            database_url: pg.url(),
+            way: Way::Local,
+            _guards: vec![Box::new(redis), Box::new(pg)],
+        })
+    }
+
+    /// Assembles backends from parts (used by the container way).
+    pub(crate) fn assembled(
+        redis_url: String,
+        database_url: String,
+        way: Way,
+        guards: Vec<Box<dyn Send + Sync>>,
+    ) -> Self {
+        Self {
+            redis_url,
+            database_url,
+            way,
+            _guards: guards,
+        }
+    }
+}
+
+static SHARED: OnceCell<Arc<Backends>> = OnceCell::const_new();
+
+/// Backends shared by every test of this process, provisioned on first use.
+///
+/// Servers started for it (ways 2 and 3) live until the process exits; a local server is
+/// stopped by a watchdog when the process is gone.
+pub async fn shared_backends() -> Result<Arc<Backends>, ProvisionError> {
+    SHARED
+        .get_or_try_init(|| async { Backends::provision().await.map(Arc::new) })
+        .await
+        .cloned()
+}

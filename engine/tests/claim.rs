@@ -1,0 +1,343 @@
+//! Claim flow against real Redis and Postgres: idempotency, limits, concurrency, rebuild,
+//! persistence failures and async mode.
+
+// A panic is how a test reports a wrong answer.
+#![allow(clippy::unwrap_used)]
+
+use std::{sync::Arc, time::Duration};
+
+use coupon_engine::{
+    CouponStatus, EngineConfig, EngineError, NewTemplate, Persistence, ReconcileOptions,
+    RefundPolicy, TemplateStatus,
+    failpoint::{FailAction, Failpoint},
+    store::postgres,
+    testkit::TestEnv,
+};
+use futures::future::join_all;
+use uuid::Uuid;
+
+type R = anyhow::Result<()>;
+
+fn template(stock: i64, limit: i32) -> NewTemplate {
+    NewTemplate::simple("t", stock, limit, RefundPolicy::ReturnToUser)
+}
+
+#[tokio::test]
+async fn a_claim_issues_a_coupon_and_a_retry_returns_the_same_one() -> R {
+    let env = TestEnv::new().await?;
+    let e = &env.engine;
+    let t = e.create_template(template(5, 2)).await?;
+    let first = e.claim(t.id, "alice", "req-1").await?;
+    assert_eq!(first.remaining_stock, 4);
+    assert!(!first.replay);
+    let again = e.claim(t.id, "alice", "req-1").await?;
+    assert_eq!(again.coupon_id, first.coupon_id);
+    assert!(again.replay);
+    assert_eq!(e.remaining_stock(t.id).await?, Some(4));
+    let coupons = e.user_coupons("alice").await?;
+    assert_eq!(coupons.len(), 1);
+    assert_eq!(coupons[0].status, CouponStatus::Issued);
+    assert!(e.audit(t.id).await?.ok());
+    Ok(())
+}
+
+#[tokio::test]
+async fn refusals_are_precise_and_change_nothing() -> R {
+    let env = TestEnv::new().await?;
+    let e = &env.engine;
+    let t = e.create_template(template(2, 1)).await?;
+    e.claim(t.id, "alice", "a1").await?;
+    assert!(matches!(
+        e.claim(t.id, "alice", "a2").await,
+        Err(EngineError::UserLimit { limit: 1 })
+    ));
+    e.claim(t.id, "bob", "b1").await?;
+    assert!(matches!(
+        e.claim(t.id, "carol", "c1").await,
+        Err(EngineError::StockEmpty)
+    ));
+    assert!(matches!(
+        e.claim(Uuid::new_v4(), "bob", "b1").await,
+        Err(EngineError::NotFound(_))
+    ));
+    // Another user reusing alice's request id gets neither her coupon nor a new one.
+    let t2 = e.create_template(template(5, 1)).await?;
+    e.claim(t2.id, "alice", "shared").await?;
+    let err = e.claim(t2.id, "bob", "shared").await.unwrap_err();
+    assert_eq!(err.code(), "invalid_request");
+    for (user, rid) in [
+        ("", "r"),
+        ("bad|user", "r"),
+        ("bob", ""),
+        ("bob", "has space"),
+    ] {
+        let err = e.claim(t2.id, user, rid).await.unwrap_err();
+        assert_eq!(err.code(), "invalid_request", "{user:?} {rid:?}");
+    }
+    assert_eq!(e.remaining_stock(t2.id).await?, Some(4));
+    e.set_template_status(t2.id, TemplateStatus::Paused).await?;
+    assert_eq!(
+        e.claim(t2.id, "carol", "c1").await.unwrap_err().code(),
+        "invalid_state"
+    );
+    assert_eq!(e.remaining_stock(t2.id).await?, Some(4));
+    assert!(e.audit(t.id).await?.ok());
+    assert!(e.audit(t2.id).await?.ok());
+    Ok(())
+}
+
+#[tokio::test]
+async fn bad_templates_are_refused_and_nothing_is_stored() -> R {
+    let env = TestEnv::new().await?;
+    let e = &env.engine;
+    for bad in [template(0, 1), template(-3, 1), template(10, 0)] {
+        assert_eq!(
+            e.create_template(bad).await.unwrap_err().code(),
+            "invalid_request"
+        );
+    }
+    assert!(postgres::template_ids(e.pool()).await?.is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn claim_window_is_enforced() -> R {
+    let env = TestEnv::new().await?;
+    let now = time::OffsetDateTime::now_utc();
+    let mut spec = template(5, 1);
+    spec.claim_starts_at = Some(now + time::Duration::hours(1));
+    let t = env.engine.create_template(spec).await?;
+    assert_eq!(
+        env.engine.claim(t.id, "a", "r").await.unwrap_err().code(),
+        "invalid_state"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn five_hundred_racing_users_get_exactly_the_stock() -> R {
+    let env = TestEnv::new().await?;
+    let e = env.engine.clone();
+    let t = e.create_template(template(50, 1)).await?;
+    let barrier = Arc::new(tokio::sync::Barrier::new(500));
+    let tasks = (0..500).map(|i| {
+        let (e, b) = (e.clone(), barrier.clone());
+        tokio::spawn(async move {
+            b.wait().await;
+            e.claim(t.id, &format!("user{i}"), &format!("req{i}")).await
+        })
+    });
+    let results: Vec<_> = join_all(tasks)
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()?;
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    let empty = results
+        .iter()
+        .filter(|r| matches!(r, Err(EngineError::StockEmpty)))
+        .count();
+    assert_eq!(
+        (ok, empty),
+        (50, 450),
+        "{:?}",
+        results
+            .iter()
+            .find(|r| r.is_err() && !matches!(r, Err(EngineError::StockEmpty)))
+    );
+    assert_eq!(postgres::template_coupons(e.pool(), t.id).await?.len(), 50);
+    let audit = e.audit(t.id).await?;
+    assert!(audit.ok(), "{audit:?}");
+    assert_eq!(audit.redis_stock, Some(0));
+    Ok(())
+}
+
+#[tokio::test]
+async fn one_user_racing_twenty_claims_gets_the_limit() -> R {
+    let env = TestEnv::new().await?;
+    let e = env.engine.clone();
+    let t = e.create_template(template(100, 3)).await?;
+    let barrier = Arc::new(tokio::sync::Barrier::new(20));
+    let tasks = (0..20).map(|i| {
+        let (e, b) = (e.clone(), barrier.clone());
+        tokio::spawn(async move {
+            b.wait().await;
+            e.claim(t.id, "greedy", &format!("r{i}")).await
+        })
+    });
+    let results: Vec<_> = join_all(tasks)
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()?;
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 3);
+    assert_eq!(
+        results
+            .iter()
+            .filter(|r| matches!(r, Err(EngineError::UserLimit { .. })))
+            .count(),
+        17
+    );
+    assert_eq!(e.user_coupons("greedy").await?.len(), 3);
+    assert!(e.audit(t.id).await?.ok());
+    Ok(())
+}
+
+#[tokio::test]
+async fn lost_redis_keys_are_rebuilt_without_oversell_or_limit_bypass() -> R {
+    let env = TestEnv::new().await?;
+    let e = env.engine.clone();
+    let t = e.create_template(template(30, 2)).await?;
+    for i in 0..10 {
+        e.claim(t.id, &format!("u{i}"), &format!("a{i}")).await?;
+    }
+    e.claim(t.id, "u0", "a-extra").await?;
+    // As after a Redis restart without persistence: this template's keys are gone.
+    assert!(e.redis().drop_template_keys(t.id).await? > 0);
+    let audit = e.audit(t.id).await?;
+    assert_eq!(audit.redis_stock, None);
+    assert_eq!(
+        e.claim(t.id, "u0", "a-third").await.unwrap_err().code(),
+        "user_limit"
+    );
+    // A retry of an acknowledged claim still gets its coupon, not a second one.
+    let replay = e.claim(t.id, "u1", "a1").await?;
+    assert_eq!(e.user_coupons("u1").await?.len(), 1);
+    assert_eq!(replay.coupon_id, e.user_coupons("u1").await?[0].id);
+    let tasks = (0..100).map(|i| {
+        let e = e.clone();
+        tokio::spawn(async move { e.claim(t.id, &format!("v{i}"), &format!("b{i}")).await })
+    });
+    let ok = join_all(tasks)
+        .await
+        .into_iter()
+        .filter(|r| matches!(r, Ok(Ok(_))))
+        .count();
+    assert_eq!(ok, 30 - 11);
+    let audit = e.audit(t.id).await?;
+    assert!(audit.ok(), "{audit:?}");
+    assert_eq!((audit.redis_stock, audit.counted), (Some(0), 30));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_claim_fenced_by_a_rebuild_is_not_persisted() -> R {
+    let env = TestEnv::new().await?;
+    let e = env.engine.clone();
+    let t = e.create_template(template(3, 1)).await?;
+    // The claim is deducted, then stalls before its INSERT while Redis loses the template
+    // and a rebuild counts without it (the rebuild race of DESIGN §5.1).
+    e.failpoints().arm(
+        Failpoint::ClaimAfterRedis,
+        FailAction::Delay(Duration::from_millis(400)),
+    );
+    let slow = {
+        let e = e.clone();
+        tokio::spawn(async move { e.claim(t.id, "slow", "s1").await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    e.redis().drop_template_keys(t.id).await?;
+    let other = env.another_engine(EngineConfig::default()).await?;
+    for i in 0..3 {
+        let _ = other.claim(t.id, &format!("o{i}"), &format!("o{i}")).await;
+    }
+    e.failpoints().disarm(Failpoint::ClaimAfterRedis);
+    let slow = slow.await?;
+    let audit = e.audit(t.id).await?;
+    assert!(audit.counted <= 3, "oversold: {audit:?}");
+    assert!(audit.ok(), "{audit:?}");
+    // The slow claim either failed (fenced, stock already gone) or was retried fairly.
+    if let Ok(r) = slow {
+        assert!(e.coupon(r.coupon_id).await?.is_some());
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_postgres_failure_after_the_deduct_is_rolled_forward_once() -> R {
+    let env = TestEnv::new().await?;
+    let e = env.engine.clone();
+    let t = e.create_template(template(5, 1)).await?;
+    e.failpoints()
+        .arm(Failpoint::ClaimAfterRedis, FailAction::Error(1));
+    let err = e.claim(t.id, "alice", "r1").await.unwrap_err();
+    assert!(err.outcome_unknown());
+    assert!(e.user_coupons("alice").await?.is_empty());
+    assert_eq!(e.audit(t.id).await?.pending, 1);
+    let report = e
+        .reconcile_with(ReconcileOptions {
+            min_pending_age: Duration::ZERO,
+        })
+        .await?;
+    assert_eq!(report.pending_persisted, 1);
+    assert!(report.drift.is_empty(), "{report:?}");
+    let coupons = e.user_coupons("alice").await?;
+    assert_eq!(coupons.len(), 1);
+    // The client's retry lands on the same coupon; a second reconcile changes nothing.
+    assert_eq!(e.claim(t.id, "alice", "r1").await?.coupon_id, coupons[0].id);
+    e.reconcile_with(ReconcileOptions {
+        min_pending_age: Duration::ZERO,
+    })
+    .await?;
+    assert_eq!(e.user_coupons("alice").await?.len(), 1);
+    let audit = e.audit(t.id).await?;
+    assert!(audit.ok() && audit.pending == 0, "{audit:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_retry_while_the_first_attempt_is_pending_persists_it() -> R {
+    let env = TestEnv::new().await?;
+    let e = env.engine.clone();
+    let t = e.create_template(template(5, 1)).await?;
+    e.failpoints()
+        .arm(Failpoint::ClaimAfterRedis, FailAction::Error(1));
+    assert!(e.claim(t.id, "alice", "r1").await.is_err());
+    let retry = e.claim(t.id, "alice", "r1").await?;
+    assert!(retry.replay);
+    assert!(e.coupon(retry.coupon_id).await?.is_some());
+    let audit = e.audit(t.id).await?;
+    assert!(audit.ok() && audit.pending == 0, "{audit:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn async_mode_drains_every_acknowledged_claim() -> R {
+    let env = TestEnv::with_config(EngineConfig {
+        persistence: Persistence::Async,
+        ..EngineConfig::default()
+    })
+    .await?;
+    let e = env.engine.clone();
+    let t = e.create_template(template(200, 1)).await?;
+    let tasks = (0..300).map(|i| {
+        let e = e.clone();
+        tokio::spawn(async move { e.claim(t.id, &format!("u{i}"), &format!("r{i}")).await })
+    });
+    let acked: Vec<Uuid> = join_all(tasks)
+        .await
+        .into_iter()
+        .filter_map(|r| r.ok()?.ok().map(|c| c.coupon_id))
+        .collect();
+    assert_eq!(acked.len(), 200);
+    e.shutdown().await;
+    let stored = postgres::template_coupons(e.pool(), t.id).await?;
+    assert_eq!(stored.len(), 200);
+    assert!(acked.iter().all(|id| stored.iter().any(|c| c.id == *id)));
+    let audit = e.audit(t.id).await?;
+    assert!(audit.ok() && audit.pending == 0, "{audit:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_duplicate_past_the_idempotency_window_gives_its_deduction_back() -> R {
+    let env = TestEnv::new().await?;
+    let e = env.engine.clone();
+    let t = e.create_template(template(5, 2)).await?;
+    let first = e.claim(t.id, "alice", "r1").await?;
+    // The remembered outcome expires; the unique constraint must catch the retry.
+    e.redis().forget_request(t.id, "r1").await?;
+    let again = e.claim(t.id, "alice", "r1").await?;
+    assert_eq!(again.coupon_id, first.coupon_id);
+    assert_eq!(e.remaining_stock(t.id).await?, Some(4));
+    assert!(e.audit(t.id).await?.ok());
+    Ok(())
+}
