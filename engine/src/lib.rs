@@ -15,6 +15,8 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod failpoint;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod service;
 pub mod store;
 #[cfg(feature = "testkit")]

@@ -204,6 +204,15 @@ impl CouponEngine {
         postgres::get_coupon(&self.inner.pg, id).await
     }
 
+    /// Claim intents granted in Redis and not yet removed from pending, over all templates.
+    pub async fn pending_intents(&self) -> EngineResult<i64> {
+        let mut total = 0;
+        for id in postgres::template_ids(&self.inner.pg).await? {
+            total += self.inner.redis.pending_len(id).await?;
+        }
+        Ok(total)
+    }
+
     /// Writes every intent the async persister holds (no-op in sync mode).
     pub async fn flush(&self) -> EngineResult<()> {
         match &self.inner.persister {

@@ -325,6 +325,14 @@ impl RedisStore {
             .map(drop)
     }
 
+    /// Number of intents in the template's pending hash.
+    pub async fn pending_len(&self, template: Uuid) -> RedisResult<i64> {
+        redis::cmd("HLEN")
+            .arg(self.keys(template).pending)
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
     /// Remaining stock, None if the template is not initialised.
     pub async fn stock(&self, template: Uuid) -> RedisResult<Option<i64>> {
         redis::cmd("GET")

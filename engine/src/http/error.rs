@@ -1,0 +1,107 @@
+//! The API's error: every failure is `{"error": {"code", "message"}}` with a fitting status.
+
+use axum::{
+    Json,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use serde::Serialize;
+
+use crate::EngineError;
+
+/// An error answered to a client.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: Inner<'a>,
+}
+
+#[derive(Serialize)]
+struct Inner<'a> {
+    code: &'a str,
+    message: &'a str,
+}
+
+impl ApiError {
+    /// 400 `invalid_request`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            code: "invalid_request",
+            message: message.into(),
+        }
+    }
+
+    /// 401 `unauthorized`.
+    pub fn unauthorized(message: &str) -> Self {
+        Self {
+            status: StatusCode::UNAUTHORIZED,
+            code: "unauthorized",
+            message: message.to_owned(),
+        }
+    }
+
+    /// 404 `not_found` for an unknown route.
+    pub fn no_route() -> Self {
+        Self {
+            status: StatusCode::NOT_FOUND,
+            code: "not_found",
+            message: "no such route".into(),
+        }
+    }
+
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        let status = match &e {
+            EngineError::StockEmpty
+            | EngineError::UserLimit { .. }
+            | EngineError::AlreadyUsed
+            | EngineError::Expired
+            | EngineError::BelowMinAmount { .. }
+            | EngineError::InvalidState(_) => StatusCode::CONFLICT,
+            EngineError::NotFound(_) => StatusCode::NOT_FOUND,
+            EngineError::NotOwner => StatusCode::FORBIDDEN,
+            EngineError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            EngineError::Busy => StatusCode::TOO_MANY_REQUESTS,
+            EngineError::Unavailable(_) | EngineError::Database(_) | EngineError::Redis(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+        };
+        let message = if e.outcome_unknown() {
+            // Internals (SQL, Redis errors) stay in the log.
+            tracing::warn!(error = %e, "backend failure");
+            "a backend is unavailable; the outcome is unknown, retry with the same ids".to_owned()
+        } else {
+            e.to_string()
+        };
+        Self {
+            status,
+            code: e.code(),
+            message,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Body {
+            error: Inner {
+                code: self.code,
+                message: &self.message,
+            },
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
