@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::variant::Variant;
+
 /// When a claim's Postgres row is written relative to the reply (DESIGN §5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -48,6 +50,8 @@ pub struct EngineConfig {
     pub batch_interval: Duration,
     /// A pending intent older than this is persisted by the reconciler.
     pub stale_pending_after: Duration,
+    /// The correct engine, or (feature `mutants`) a deliberately broken one.
+    pub variant: Variant,
 }
 
 impl EngineConfig {
@@ -72,6 +76,7 @@ impl Default for EngineConfig {
             batch_size: 256,
             batch_interval: Duration::from_millis(5),
             stale_pending_after: Duration::from_secs(5),
+            variant: Variant::Correct,
         }
     }
 }

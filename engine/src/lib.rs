@@ -17,10 +17,13 @@ pub mod error;
 pub mod failpoint;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "mutants")]
+mod mutants;
 pub mod service;
 pub mod store;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod variant;
 
 pub use audit::{AuditReport, Invariant, Violation};
 pub use config::{EngineConfig, Persistence};
@@ -35,3 +38,4 @@ pub use service::{
     RefundReceipt,
 };
 pub use store::postgres::MIGRATOR;
+pub use variant::Variant;

@@ -42,24 +42,63 @@ impl CouponEngine {
     ) -> EngineResult<ClaimReceipt> {
         validate_user_id(user_id)?;
         validate_request_id(request_id)?;
+        #[cfg(feature = "mutants")]
+        {
+            let variant = self.inner.config.variant;
+            let key = crate::mutants::claim_key(variant, request_id);
+            let result = self.claim_validated(template_id, user_id, &key).await;
+            if let Err(e) = &result
+                && let Some(retry) = crate::mutants::naive_retry_key(variant, e, request_id)
+            {
+                return self.claim_validated(template_id, user_id, &retry).await;
+            }
+            return result;
+        }
+        #[allow(unreachable_code)]
+        self.claim_validated(template_id, user_id, request_id).await
+    }
+
+    async fn claim_validated(
+        &self,
+        template_id: Uuid,
+        user_id: &str,
+        request_id: &str,
+    ) -> EngineResult<ClaimReceipt> {
         let template = self.template(template_id).await?;
         template.check_claimable(Self::now())?;
         let cfg = &self.inner.config;
         for _ in 0..MAX_SETTLE_ATTEMPTS {
             let now_ms = (Self::now().unix_timestamp_nanos() / 1_000_000) as i64;
-            let outcome = self
-                .inner
-                .redis
-                .claim(
-                    template_id,
-                    request_id,
-                    user_id,
-                    template.spec.per_user_limit,
-                    Uuid::new_v4(),
-                    now_ms,
-                    cfg.idempotency_ttl.as_secs(),
-                )
-                .await?;
+            #[cfg(feature = "mutants")]
+            let mutated = crate::mutants::claim_script(
+                self,
+                template_id,
+                request_id,
+                user_id,
+                template.spec.per_user_limit,
+                now_ms,
+            )
+            .await
+            .transpose()?;
+            #[cfg(not(feature = "mutants"))]
+            let mutated: Option<ClaimScript> = None;
+            let outcome = match mutated {
+                Some(outcome) => outcome,
+                None => {
+                    self.inner
+                        .redis
+                        .claim(
+                            template_id,
+                            request_id,
+                            user_id,
+                            template.spec.per_user_limit,
+                            Uuid::new_v4(),
+                            now_ms,
+                            cfg.idempotency_ttl.as_secs(),
+                        )
+                        .await?
+                }
+            };
             let grant = match outcome {
                 ClaimScript::Granted(g) => g,
                 ClaimScript::StockEmpty => return Err(EngineError::StockEmpty),
@@ -96,6 +135,8 @@ impl CouponEngine {
                 }
                 return Ok(receipt);
             }
+            #[cfg(feature = "mutants")]
+            crate::mutants::before_persist(self, template_id, request_id).await?;
             self.inner
                 .failpoints
                 .hit(Failpoint::ClaimAfterRedis)

@@ -24,6 +24,10 @@ impl CouponEngine {
     /// shared lock and checks the epoch, so a claim deducted in the lost Redis whose INSERT
     /// comes later is fenced instead of overselling.
     pub async fn rebuild(&self, template_id: Uuid) -> EngineResult<Rebuilt> {
+        #[cfg(feature = "mutants")]
+        if let Some(r) = crate::mutants::rebuild(self, template_id).await {
+            return r;
+        }
         let template = self.template(template_id).await?;
         let mut tx = self.inner.pg.begin().await?;
         postgres::lock_template(&mut tx, template_id, true).await?;

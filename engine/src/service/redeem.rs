@@ -46,6 +46,12 @@ impl CouponEngine {
         if order_amount < 0 {
             return Err(EngineError::invalid("order_amount must be >= 0"));
         }
+        #[cfg(feature = "mutants")]
+        if let Some(r) =
+            crate::mutants::redeem(self, coupon_id, user_id, order_id, order_amount).await
+        {
+            return r;
+        }
         if !self.inner.config.redeem_lock {
             return self
                 .redeem_once(coupon_id, user_id, order_id, order_amount)

@@ -37,6 +37,10 @@ impl CouponEngine {
     ) -> EngineResult<RefundReceipt> {
         validate_user_id(user_id)?;
         validate_order_id(order_id)?;
+        #[cfg(feature = "mutants")]
+        if let Some(r) = crate::mutants::refund(self, coupon_id, user_id, order_id).await {
+            return r;
+        }
         let mut tx = self.inner.pg.begin().await?;
         let row = sqlx::query(
             "UPDATE user_coupon c SET \

@@ -1,0 +1,111 @@
+//! Engine variants: the correct engine, and (with the `mutants` feature) deliberately broken
+//! ones reproducing the classic coupon bugs of DESIGN §12, so the harness can be shown to
+//! catch each of them. A release server build has only [`Variant::Correct`].
+
+use serde::{Deserialize, Serialize};
+
+/// Which engine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Variant {
+    /// The real engine.
+    #[default]
+    Correct,
+    /// D1: "check-then-decrement outside one atomic step (GET then DECR) → oversell."
+    #[cfg(feature = "mutants")]
+    D1,
+    /// D2: "lock released with a plain DEL (no token) … with the conditional UPDATE removed,
+    /// two redeems of one coupon both succeed." (The use-log insert swallows conflicts.)
+    #[cfg(feature = "mutants")]
+    D2,
+    /// D3: "the redeem's UPDATE and use-log INSERT not in one transaction; early return leaks
+    /// the lock."
+    #[cfg(feature = "mutants")]
+    D3,
+    /// D4: "refund returns the coupon to the user AND returns stock → more live coupons than
+    /// stock."
+    #[cfg(feature = "mutants")]
+    D4,
+    /// D5: "claim with no persistence recovery: a DB failure after the Redis deduct loses the
+    /// claim (stock leak)."
+    #[cfg(feature = "mutants")]
+    D5,
+    /// D5b: D5's naive-retry sibling: "with a naive retry, issues twice."
+    #[cfg(feature = "mutants")]
+    D5b,
+    /// D6: "the mutant that treats a missing key as 'rebuild from total_stock' ignores issued
+    /// coupons → oversell after a Redis restart."
+    #[cfg(feature = "mutants")]
+    D6,
+    /// D6b: "a rebuild that counts rows without fencing late writers."
+    #[cfg(feature = "mutants")]
+    D6b,
+    /// D7: "no idempotency key: a client retry after a timeout claims twice."
+    #[cfg(feature = "mutants")]
+    D7,
+}
+
+impl Variant {
+    /// Every variant compiled in, correct first.
+    pub fn all() -> Vec<Self> {
+        vec![
+            Self::Correct,
+            #[cfg(feature = "mutants")]
+            Self::D1,
+            #[cfg(feature = "mutants")]
+            Self::D2,
+            #[cfg(feature = "mutants")]
+            Self::D3,
+            #[cfg(feature = "mutants")]
+            Self::D4,
+            #[cfg(feature = "mutants")]
+            Self::D5,
+            #[cfg(feature = "mutants")]
+            Self::D5b,
+            #[cfg(feature = "mutants")]
+            Self::D6,
+            #[cfg(feature = "mutants")]
+            Self::D6b,
+            #[cfg(feature = "mutants")]
+            Self::D7,
+        ]
+    }
+
+    /// The name used on command lines (`correct`, `d1`, …).
+    pub fn name(self) -> String {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::String(s)) => s,
+            _ => format!("{self:?}").to_lowercase(),
+        }
+    }
+}
+
+impl std::str::FromStr for Variant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.to_ascii_lowercase();
+        Self::all()
+            .into_iter()
+            .find(|v| v.name() == wanted)
+            .ok_or_else(|| {
+                let names: Vec<String> = Self::all().into_iter().map(Self::name).collect();
+                format!(
+                    "unknown variant {s:?}; this build has: {} (mutants need the `mutants` feature)",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for v in Variant::all() {
+            assert_eq!(v.name().parse::<Variant>(), Ok(v));
+        }
+        assert!("nope".parse::<Variant>().is_err());
+    }
+}
