@@ -212,6 +212,16 @@ async fn lost_redis_keys_are_rebuilt_without_oversell_or_limit_bypass() -> R {
         .filter(|r| matches!(r, Ok(Ok(_))))
         .count();
     assert_eq!(ok, 30 - 11);
+    // Sold out now: a retry of an acknowledged claim still gets its coupon, not stock_empty.
+    assert!(e.redis().drop_template_keys(t.id).await? > 0);
+    assert_eq!(
+        e.claim(t.id, "u2", "a2").await?.coupon_id,
+        e.user_coupons("u2").await?[0].id
+    );
+    assert_eq!(
+        e.claim(t.id, "u0", "a-extra").await?.coupon_id,
+        e.user_coupons("u0").await?[0].id
+    );
     let audit = e.audit(t.id).await?;
     assert!(audit.ok(), "{audit:?}");
     assert_eq!((audit.redis_stock, audit.counted), (Some(0), 30));

@@ -1,1 +1,25 @@
-//! placeholder
+//! # coupon-proptests
+//!
+//! The verification harness's pure core (DESIGN §7): no I/O here, so every piece can be
+//! unit-tested and replayed from a saved history.
+//!
+//! - [`op`]: operations and results in scenario terms (template indices, coupons named by
+//!   the claim that created them).
+//! - [`history`]: the Jepsen-style history of invocations and completions, and its recorder.
+//! - [`model`]: the sequential model of the engine, `step(state, op) -> (result, state)`.
+//! - [`linearizability`]: the I8 checker, a memoised Wing–Gong search per template.
+//! - [`ack`]: the I6/I7 checker, comparing acknowledgements with the final state.
+
+pub mod ack;
+pub mod history;
+pub mod linearizability;
+pub mod model;
+pub mod op;
+
+pub use ack::{AckInvariant, AckViolation, FinalCoupon, FinalState, FinalStatus, check_acks};
+pub use history::{
+    Event, EventKind, History, HistoryError, OpId, Operation, Outcome, ProcessIds, Recorder,
+};
+pub use linearizability::{Budget, Verdict, check_partitioned};
+pub use model::{Effect, State, step};
+pub use op::{CouponRef, Op, OpResult, Policy, Refusal, TemplateSpec};

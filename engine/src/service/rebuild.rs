@@ -43,6 +43,13 @@ impl CouponEngine {
             tracing::error!(%template_id, counted, total = template.spec.total_stock,
                 "more coupons count against stock than exist: oversold");
         }
+        let window_ms = self.inner.config.idempotency_ttl.as_millis() as i64;
+        let recent = postgres::recent_claims(&mut tx, template_id, window_ms).await?;
+        let now_ms = (Self::now().unix_timestamp_nanos() / 1_000_000) as i64;
+        self.inner
+            .redis
+            .restore_requests(template_id, &recent, epoch, stock.max(0), now_ms)
+            .await?;
         self.inner
             .redis
             .rebuild(template_id, stock.max(0), epoch, &claimed)

@@ -274,6 +274,37 @@ pub async fn counted_per_user(
     .await?)
 }
 
+/// A persisted claim still inside the idempotency window.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RecentClaim {
+    /// The idempotency key.
+    pub claim_request_id: String,
+    /// The coupon it was given.
+    pub id: Uuid,
+    /// The claimant.
+    pub user_id: String,
+    /// Milliseconds the outcome must still be remembered.
+    pub ttl_ms: i64,
+}
+
+/// Claims of a template made within the last `window_ms` (for a rebuild to remember them).
+pub async fn recent_claims(
+    conn: &mut PgConnection,
+    template: Uuid,
+    window_ms: i64,
+) -> EngineResult<Vec<RecentClaim>> {
+    Ok(sqlx::query_as(
+        "SELECT claim_request_id, id, user_id, \
+                ($2 - (extract(epoch FROM now() - claimed_at) * 1000))::bigint AS ttl_ms \
+         FROM user_coupon WHERE template_id = $1 \
+           AND claimed_at > now() - make_interval(secs => $2::double precision / 1000)",
+    )
+    .bind(template)
+    .bind(window_ms)
+    .fetch_all(conn)
+    .await?)
+}
+
 /// Bumps the template's epoch (rebuild, under the exclusive lock); returns the new one.
 pub async fn bump_epoch(conn: &mut PgConnection, template: Uuid) -> EngineResult<i64> {
     sqlx::query_scalar("UPDATE coupon_template SET epoch = epoch + 1 WHERE id = $1 RETURNING epoch")

@@ -333,6 +333,36 @@ impl RedisStore {
             .await
     }
 
+    /// Re-records the outcome of persisted claims under a new epoch, so a retry after a
+    /// rebuild gets its coupon back instead of a refusal (written before the stock key, so
+    /// no claim can run in between).
+    pub async fn restore_requests(
+        &self,
+        template: Uuid,
+        claims: &[crate::store::postgres::RecentClaim],
+        epoch: i64,
+        remaining: i64,
+        now_ms: i64,
+    ) -> RedisResult<()> {
+        let k = self.keys(template);
+        for chunk in claims.chunks(1000) {
+            let mut pipe = redis::pipe();
+            for c in chunk {
+                pipe.cmd("SET")
+                    .arg(k.req(&c.claim_request_id))
+                    .arg(format!(
+                        "{}|{}|{remaining}|{epoch}|{now_ms}",
+                        c.id, c.user_id
+                    ))
+                    .arg("PX")
+                    .arg(c.ttl_ms.max(1))
+                    .ignore();
+            }
+            pipe.query_async::<()>(&mut self.conn.clone()).await?;
+        }
+        Ok(())
+    }
+
     /// Remaining stock, None if the template is not initialised.
     pub async fn stock(&self, template: Uuid) -> RedisResult<Option<i64>> {
         redis::cmd("GET")
