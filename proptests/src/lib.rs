@@ -9,12 +9,19 @@
 //! - [`model`]: the sequential model of the engine, `step(state, op) -> (result, state)`.
 //! - [`linearizability`]: the I8 checker, a memoised Wing–Gong search per template.
 //! - [`ack`]: the I6/I7 checker, comparing acknowledgements with the final state.
+//! - [`scenario`], [`run`], [`nemesis`], [`property`]: generated scenarios run for real
+//!   against Redis and Postgres, with faults, checked and shrunk.
 
 pub mod ack;
 pub mod history;
 pub mod linearizability;
 pub mod model;
+pub mod mutation;
+pub mod nemesis;
 pub mod op;
+pub mod property;
+pub mod run;
+pub mod scenario;
 
 pub use ack::{AckInvariant, AckViolation, FinalCoupon, FinalState, FinalStatus, check_acks};
 pub use history::{

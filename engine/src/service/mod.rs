@@ -221,6 +221,14 @@ impl CouponEngine {
         }
     }
 
+    /// Async mode: writes the persister's queue; true if there was a persister to flush.
+    pub(crate) async fn wrote_pending_claims(&self) -> EngineResult<bool> {
+        match &self.inner.persister {
+            Some(p) => p.flush().await.map(|()| true),
+            None => Ok(false),
+        }
+    }
+
     /// Drains the async persister and stops it. Claims after this stay pending in Redis
     /// until a reconcile persists them.
     pub async fn shutdown(&self) {

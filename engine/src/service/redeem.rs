@@ -52,6 +52,26 @@ impl CouponEngine {
         {
             return r;
         }
+        let first = self
+            .redeem_locked(coupon_id, user_id, order_id, order_amount)
+            .await;
+        if matches!(first, Err(EngineError::NotFound(_))) && self.wrote_pending_claims().await? {
+            // Async mode: the coupon may be an acknowledged claim still in the persister's
+            // queue; read-your-writes holds once it is written.
+            return self
+                .redeem_locked(coupon_id, user_id, order_id, order_amount)
+                .await;
+        }
+        first
+    }
+
+    async fn redeem_locked(
+        &self,
+        coupon_id: Uuid,
+        user_id: &str,
+        order_id: &str,
+        order_amount: i64,
+    ) -> EngineResult<Redemption> {
         if !self.inner.config.redeem_lock {
             return self
                 .redeem_once(coupon_id, user_id, order_id, order_amount)

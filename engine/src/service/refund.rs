@@ -41,6 +41,20 @@ impl CouponEngine {
         if let Some(r) = crate::mutants::refund(self, coupon_id, user_id, order_id).await {
             return r;
         }
+        let first = self.refund_once(coupon_id, user_id, order_id).await;
+        if matches!(first, Err(EngineError::NotFound(_))) && self.wrote_pending_claims().await? {
+            // Async mode: see `redeem`.
+            return self.refund_once(coupon_id, user_id, order_id).await;
+        }
+        first
+    }
+
+    async fn refund_once(
+        &self,
+        coupon_id: Uuid,
+        user_id: &str,
+        order_id: &str,
+    ) -> EngineResult<RefundReceipt> {
         let mut tx = self.inner.pg.begin().await?;
         let row = sqlx::query(
             "UPDATE user_coupon c SET \

@@ -121,6 +121,21 @@ impl Backends {
         })
     }
 
+    /// Backends on the given URLs, with `guard` kept alive as long as they are (e.g. a
+    /// [`local::LocalRedis`] a fault test owns, beside the shared Postgres).
+    pub fn with_urls(
+        redis_url: String,
+        database_url: String,
+        guard: Option<Box<dyn Send + Sync>>,
+    ) -> Self {
+        Self::assembled(
+            redis_url,
+            database_url,
+            Way::Env,
+            guard.into_iter().collect(),
+        )
+    }
+
     /// Assembles backends from parts (used by the container way).
     pub(crate) fn assembled(
         redis_url: String,

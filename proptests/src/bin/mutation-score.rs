@@ -1,0 +1,46 @@
+//! `mutation-score`: runs the property tests against the correct engine and every defect
+//! mutant, prints the mutation table and writes `reports/mutation-score.md` and `.json`.
+//!
+//! Usage: `cargo run --release -p coupon-proptests --bin mutation-score [-- CASES]`
+//! (default 60 cases per variant; needs COUPON_REDIS_URL / COUPON_DATABASE_URL or another
+//! provisioning way). Exits 1 if a mutant survives or the correct engine fails.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use coupon_engine::Variant;
+use coupon_proptests::mutation::{markdown, score};
+
+fn main() -> anyhow::Result<()> {
+    let cases: u32 = match std::env::args().nth(1) {
+        Some(a) => a
+            .parse()
+            .with_context(|| format!("CASES must be a number, not {a:?}"))?,
+        None => 60,
+    };
+    let mut rows = Vec::new();
+    for v in Variant::all() {
+        eprintln!("== {} ({} cases at most)", v.name(), cases);
+        let row = score(v, cases, 64);
+        eprintln!(
+            "   {} after {:?} cases, {:?}, {:.1}s",
+            if row.killed { "killed" } else { "survived" },
+            row.cases_to_kill,
+            row.invariants,
+            row.seconds
+        );
+        rows.push(row);
+    }
+    let md = markdown(&rows, cases);
+    println!("{md}");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reports");
+    std::fs::create_dir_all(&dir).context("creating reports/")?;
+    std::fs::write(dir.join("mutation-score.md"), &md).context("writing mutation-score.md")?;
+    let json = serde_json::to_string_pretty(&rows).context("encoding the table")?;
+    std::fs::write(dir.join("mutation-score.json"), json).context("writing mutation-score.json")?;
+    eprintln!("wrote reports/mutation-score.md and reports/mutation-score.json");
+    let bad = rows
+        .iter()
+        .any(|r| r.error.is_some() || (r.variant == "correct") == r.killed);
+    std::process::exit(i32::from(bad));
+}

@@ -1,0 +1,136 @@
+//! Mutation score (DESIGN §12): runs the property tests against every engine variant and
+//! records, per mutant, whether the harness killed it, by which invariant, after how many
+//! cases, and how small the shrunk counterexample is. The correct engine must survive.
+
+use std::path::PathBuf;
+
+use coupon_engine::Variant;
+use serde::Serialize;
+
+use crate::{
+    property::{PropertyConfig, check_property},
+    run::RunConfig,
+};
+
+/// One row of the mutation table.
+#[derive(Debug, Clone, Serialize)]
+pub struct MutantScore {
+    /// Variant name (`correct`, `d1`, …).
+    pub variant: String,
+    /// The defect it reproduces.
+    pub defect: &'static str,
+    /// Whether the harness found a violation (for `correct`: whether it wrongly did).
+    pub killed: bool,
+    /// Invariants the shrunk counterexample violates.
+    pub invariants: Vec<String>,
+    /// The generated case that first failed (1-based).
+    pub cases_to_kill: Option<u32>,
+    /// Operations in the shrunk counterexample.
+    pub shrunk_ops: Option<usize>,
+    /// Faults in the shrunk counterexample.
+    pub shrunk_faults: Option<usize>,
+    /// Where the counterexample's history was written.
+    pub history: Option<PathBuf>,
+    /// Harness error, if the run could not be carried out.
+    pub error: Option<String>,
+    /// Seed to replay.
+    pub seed: String,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+}
+
+/// What each variant breaks.
+pub fn defect(v: Variant) -> &'static str {
+    match v.name().as_str() {
+        "d1" => "check-then-decrement outside one atomic step",
+        "d2" => "lock released by plain DEL; UPDATE without status guard",
+        "d3" => "UPDATE and use-log INSERT outside one transaction; lock leaks",
+        "d4" => "refund returns the coupon to the user AND returns stock",
+        "d5" => "DB failure after the Redis deduct neither rolled forward nor compensated",
+        "d5b" => "naive retry of a failed claim under a new key",
+        "d6" => "missing stock key rebuilt from total_stock",
+        "d6b" => "rebuild counts rows without fencing late writers",
+        "d7" => "no idempotency key: retries claim again",
+        _ => "none (the real engine)",
+    }
+}
+
+/// Most faults per case for a variant: defects that only show under faults get them.
+pub fn max_faults(v: Variant) -> usize {
+    match v.name().as_str() {
+        "d3" | "d5" | "d5b" | "d6" | "d6b" => 3,
+        _ => 0,
+    }
+}
+
+/// Runs the property for `v` with at most `cases` cases and `shrink` shrinking steps.
+pub fn score(v: Variant, cases: u32, shrink: u32) -> MutantScore {
+    let run = RunConfig {
+        variant: v,
+        ..RunConfig::default()
+    };
+    let cfg = PropertyConfig {
+        cases,
+        max_faults: max_faults(v),
+        max_shrink_iters: shrink,
+        ..PropertyConfig::new(&format!("mutant_{}", v.name()), cases, run)
+    };
+    let o = check_property(&cfg);
+    MutantScore {
+        variant: v.name(),
+        defect: defect(v),
+        killed: o.minimal.is_some(),
+        invariants: o
+            .minimal
+            .as_ref()
+            .map(|m| m.invariants())
+            .unwrap_or_default(),
+        cases_to_kill: o.first_failure_at,
+        shrunk_ops: o.minimal.as_ref().map(|m| m.scenario.size()),
+        shrunk_faults: o.minimal.as_ref().map(|m| m.scenario.faults.len()),
+        history: o.history_path,
+        error: o.harness_error,
+        seed: o.seed,
+        seconds: o.elapsed.as_secs_f64(),
+    }
+}
+
+/// The table as Markdown.
+pub fn markdown(rows: &[MutantScore], cases: u32) -> String {
+    let mut md = String::from("# Mutation score\n\n");
+    md.push_str(&format!(
+        "Property tests against every engine variant (at most {cases} generated cases each; \
+         defects that need faults get a fault schedule). Regenerate with \
+         `cargo run --release -p coupon-proptests --bin mutation-score`.\n\n"
+    ));
+    md.push_str(
+        "| variant | defect | verdict | caught by | cases to kill | shrunk ops (faults) |\n",
+    );
+    md.push_str("|---|---|---|---|---|---|\n");
+    for r in rows {
+        let verdict = match (r.variant.as_str(), r.killed, &r.error) {
+            (_, _, Some(_)) => "harness error".to_owned(),
+            ("correct", false, _) => "passes (no violation)".to_owned(),
+            ("correct", true, _) => "FAILS".to_owned(),
+            (_, true, _) => "killed".to_owned(),
+            (_, false, _) => "SURVIVED".to_owned(),
+        };
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            r.variant,
+            r.defect,
+            verdict,
+            if r.invariants.is_empty() {
+                "—".into()
+            } else {
+                r.invariants.join(", ")
+            },
+            r.cases_to_kill.map_or("—".into(), |c| c.to_string()),
+            r.shrunk_ops.map_or("—".into(), |n| format!(
+                "{n} ({})",
+                r.shrunk_faults.unwrap_or(0)
+            )),
+        ));
+    }
+    md
+}

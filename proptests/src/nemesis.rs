@@ -1,0 +1,134 @@
+//! The nemesis (DESIGN §7): applies a fault schedule to a running case. Faults that kill or
+//! pause Redis, or flush its scripts, act only on the `redis-server` the case started itself.
+
+use std::{sync::Arc, time::Duration};
+
+use coupon_engine::{
+    CouponEngine,
+    failpoint::{FailAction, Failpoint},
+    testkit::local::LocalRedis,
+};
+use sqlx::Connection;
+use tokio::sync::Mutex;
+use uuid::Uuid;
+
+use crate::scenario::{Fault, TimedFault};
+
+/// What the nemesis acts on.
+pub struct Target {
+    /// The engine under test.
+    pub engine: CouponEngine,
+    /// Template ids by scenario index.
+    pub templates: Vec<Uuid>,
+    /// The case's own Redis (present whenever the schedule has faults).
+    pub redis: Option<Arc<Mutex<LocalRedis>>>,
+    /// URL of the case's own database.
+    pub database_url: String,
+}
+
+/// Applies the schedule in time order; returns a log of what was done.
+pub async fn run(target: &Target, mut schedule: Vec<TimedFault>) -> Vec<String> {
+    schedule.sort_by_key(|f| f.at_ms);
+    let start = tokio::time::Instant::now();
+    let mut log = Vec::new();
+    for f in schedule {
+        tokio::time::sleep_until(start + Duration::from_millis(f.at_ms)).await;
+        let outcome = apply(target, &f.fault).await;
+        log.push(format!(
+            "{}ms {:?}: {}",
+            f.at_ms,
+            f.fault,
+            outcome.unwrap_or_else(|e| format!("error: {e}"))
+        ));
+    }
+    log
+}
+
+/// Undoes what may still be in force (armed failpoints, a paused Redis).
+pub async fn heal(target: &Target) {
+    let fp = target.engine.failpoints();
+    for p in [
+        Failpoint::ClaimAfterRedis,
+        Failpoint::ClaimAfterPersist,
+        Failpoint::RefundAfterCommit,
+        Failpoint::RedeemAfterUpdate,
+    ] {
+        fp.disarm(p);
+    }
+    if let Some(r) = &target.redis {
+        let _ = r.lock().await.signal("CONT");
+    }
+}
+
+async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
+    let fp = t.engine.failpoints();
+    Ok(match fault {
+        Fault::DropTemplateKeys { template } => {
+            let id = t
+                .templates
+                .get(*template as usize)
+                .copied()
+                .unwrap_or_default();
+            let n = t.engine.redis().drop_template_keys(id).await?;
+            format!("dropped {n} keys")
+        }
+        Fault::ScriptFlush => {
+            own_redis(t)?;
+            redis::cmd("SCRIPT")
+                .arg("FLUSH")
+                .query_async::<()>(&mut t.engine.redis().connection())
+                .await?;
+            "scripts flushed".into()
+        }
+        Fault::TerminateBackends => {
+            let mut conn = sqlx::PgConnection::connect(&t.database_url).await?;
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            )
+            .fetch_one(&mut conn)
+            .await?;
+            format!("terminated {n} backends")
+        }
+        Fault::FailClaimAfterRedis { n } => {
+            arm(fp, Failpoint::ClaimAfterRedis, FailAction::Error(*n))
+        }
+        Fault::DelayClaimAfterRedis { ms } => arm(
+            fp,
+            Failpoint::ClaimAfterRedis,
+            FailAction::Delay(Duration::from_millis(*ms)),
+        ),
+        Fault::FailClaimAfterPersist { n } => {
+            arm(fp, Failpoint::ClaimAfterPersist, FailAction::Error(*n))
+        }
+        Fault::FailRefundAfterCommit { n } => {
+            arm(fp, Failpoint::RefundAfterCommit, FailAction::Error(*n))
+        }
+        Fault::FailRedeemAfterUpdate { n } => {
+            arm(fp, Failpoint::RedeemAfterUpdate, FailAction::Error(*n))
+        }
+        Fault::KillRedis => {
+            let r = own_redis(t)?.clone();
+            tokio::task::spawn_blocking(move || r.blocking_lock().restart()).await??;
+            "redis killed (SIGKILL) and restarted empty".into()
+        }
+        Fault::PauseRedis { ms } => {
+            let r = own_redis(t)?;
+            r.lock().await.signal("STOP")?;
+            tokio::time::sleep(Duration::from_millis(*ms)).await;
+            r.lock().await.signal("CONT")?;
+            format!("redis paused {ms}ms")
+        }
+    })
+}
+
+fn arm(fp: &coupon_engine::failpoint::Failpoints, point: Failpoint, action: FailAction) -> String {
+    fp.arm(point, action);
+    format!("armed {point:?} with {action:?}")
+}
+
+fn own_redis(t: &Target) -> anyhow::Result<&Arc<Mutex<LocalRedis>>> {
+    t.redis
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("this fault needs the case's own Redis"))
+}

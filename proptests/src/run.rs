@@ -1,0 +1,366 @@
+//! Runs one scenario for real (DESIGN §7): an isolated engine (own database and Redis
+//! namespace; own `redis-server` when the case has faults), processes released together by a
+//! barrier, the nemesis alongside, then settle (heal, flush, reconcile) and check everything.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use coupon_engine::{
+    CouponEngine, EngineConfig, EngineError, NewTemplate, Persistence, ReconcileOptions,
+    RefundPolicy, Variant,
+    testkit::{Backends, TestEnv, local::LocalRedis, shared_backends},
+};
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+use uuid::Uuid;
+
+use crate::{
+    ack::{FinalCoupon, FinalState, FinalStatus, check_acks},
+    history::{EventKind, History, ProcessIds, Recorder},
+    linearizability::{Budget, Verdict, check_partitioned},
+    nemesis::{self, Target},
+    op::{CouponRef, Op, OpResult, Policy, Refusal},
+    scenario::Scenario,
+};
+
+/// How a case runs.
+#[derive(Debug, Clone, Copy)]
+pub struct RunConfig {
+    /// Correct engine or a mutant.
+    pub variant: Variant,
+    /// Claim persistence mode.
+    pub persistence: Persistence,
+    /// An operation taking longer is recorded as `unknown`.
+    pub op_timeout: Duration,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            variant: Variant::Correct,
+            persistence: Persistence::Sync,
+            op_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// One broken invariant found by a checker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// `I1` … `I9`.
+    pub invariant: String,
+    /// What was seen.
+    pub detail: String,
+}
+
+/// Everything about one executed case.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CaseReport {
+    /// The scenario run.
+    pub scenario: Scenario,
+    /// Engine variant.
+    pub variant: Variant,
+    /// The recorded history.
+    pub history: History,
+    /// The final state the ack checker saw.
+    pub final_state: FinalState,
+    /// What the nemesis did.
+    pub nemesis: Vec<String>,
+    /// The linearizability verdict.
+    pub verdict: Verdict,
+    /// Every violation, from every checker.
+    pub findings: Vec<Finding>,
+}
+
+impl CaseReport {
+    /// The distinct invariants violated, sorted.
+    pub fn invariants(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.findings.iter().map(|f| f.invariant.clone()).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+}
+
+/// Runs `scenario` and checks I1–I9.
+pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<CaseReport> {
+    let shared = shared_backends().await?;
+    let own_redis = if scenario.faults.is_empty() {
+        None
+    } else {
+        Some(Arc::new(tokio::sync::Mutex::new(LocalRedis::start()?)))
+    };
+    let backends = match &own_redis {
+        Some(r) => Arc::new(Backends::with_urls(
+            r.lock().await.url(),
+            shared.database_url.clone(),
+            None,
+        )),
+        None => shared,
+    };
+    let config = EngineConfig {
+        variant: cfg.variant,
+        persistence: cfg.persistence,
+        lock_wait: Duration::from_millis(500),
+        idempotency_ttl: Duration::from_secs(3600),
+        ..EngineConfig::default()
+    };
+    let env = TestEnv::on(backends, config).await?;
+    let engine = env.engine.clone();
+    let mut templates = Vec::new();
+    for t in &scenario.templates {
+        let policy = match t.policy {
+            Policy::ReturnToUser => RefundPolicy::ReturnToUser,
+            Policy::ReturnToStock => RefundPolicy::ReturnToStock,
+        };
+        let spec = NewTemplate::simple(
+            &format!("t{}", t.id),
+            t.stock,
+            t.per_user_limit as i32,
+            policy,
+        );
+        templates.push(engine.create_template(spec).await?.id);
+    }
+    let target = Target {
+        engine: engine.clone(),
+        templates: templates.clone(),
+        redis: own_redis.clone(),
+        database_url: env.database_url.clone(),
+    };
+    let recorder = Recorder::new();
+    let pids = Arc::new(ProcessIds::new());
+    let coupons = Arc::new(Mutex::new(CouponMap::default()));
+    let barrier = Arc::new(tokio::sync::Barrier::new(scenario.processes.len() + 1));
+    let mut tasks = Vec::new();
+    for ops in &scenario.processes {
+        let ctx = Ctx {
+            engine: engine.clone(),
+            templates: templates.clone(),
+            recorder: recorder.clone(),
+            pids: pids.clone(),
+            coupons: coupons.clone(),
+            timeout: cfg.op_timeout,
+        };
+        let (ops, barrier) = (ops.clone(), barrier.clone());
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            ctx.run_process(ops).await;
+        }));
+    }
+    barrier.wait().await;
+    let log = nemesis::run(&target, scenario.faults.clone()).await;
+    for t in tasks {
+        t.await?;
+    }
+    nemesis::heal(&target).await;
+    settle(&engine).await?;
+    let history = recorder.snapshot();
+    let final_state = final_state(&engine, &templates).await?;
+    let mut findings = Vec::new();
+    for (i, id) in templates.iter().enumerate() {
+        let audit = engine.audit(*id).await?;
+        for v in audit.violations {
+            findings.push(Finding {
+                invariant: format!("{:?}", v.invariant),
+                detail: format!("template {i}: {}", v.detail),
+            });
+        }
+    }
+    for v in check_acks(&history, &final_state)? {
+        findings.push(Finding {
+            invariant: format!("{:?}", v.invariant),
+            detail: v.detail,
+        });
+    }
+    let verdict = check_partitioned(&history, &scenario.templates, Budget::default());
+    match &verdict {
+        Verdict::Linearizable => {}
+        Verdict::NotLinearizable { explanation } => findings.push(Finding {
+            invariant: "I8".into(),
+            detail: explanation.clone(),
+        }),
+        Verdict::Undecided { reason } => findings.push(Finding {
+            invariant: "I8".into(),
+            detail: format!("undecided (not a pass): {reason}"),
+        }),
+    }
+    if scenario.faults.is_empty() {
+        let unknown = history
+            .events
+            .iter()
+            .filter(|e| e.kind == EventKind::Unknown)
+            .count();
+        if unknown > 0 {
+            findings.push(Finding {
+                invariant: "I9".into(),
+                detail: format!("{unknown} operations failed without any fault injected"),
+            });
+        }
+    }
+    engine.shutdown().await;
+    drop(env);
+    Ok(CaseReport {
+        scenario: scenario.clone(),
+        variant: cfg.variant,
+        history,
+        final_state,
+        nemesis: log,
+        verdict,
+        findings,
+    })
+}
+
+/// After the faults: drain the persister, then persist every pending intent and apply the
+/// outbox (DESIGN §6: invariants hold at quiescence).
+async fn settle(engine: &CouponEngine) -> anyhow::Result<()> {
+    engine.flush().await?;
+    let now = ReconcileOptions {
+        min_pending_age: Duration::ZERO,
+    };
+    for attempt in 0..20 {
+        match engine.reconcile_with(now).await {
+            Ok(_) => return Ok(()),
+            // Backends may still be coming back from a kill or termination.
+            Err(e) if attempt < 19 => {
+                tracing::debug!(error = %e, "reconcile retry");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+#[derive(Default)]
+struct CouponMap {
+    by_ref: HashMap<CouponRef, Uuid>,
+    by_id: HashMap<Uuid, CouponRef>,
+}
+
+struct Ctx {
+    engine: CouponEngine,
+    templates: Vec<Uuid>,
+    recorder: Recorder,
+    pids: Arc<ProcessIds>,
+    coupons: Arc<Mutex<CouponMap>>,
+    timeout: Duration,
+}
+
+impl Ctx {
+    async fn run_process(&self, ops: Vec<Op>) {
+        let mut process = self.pids.next();
+        for op in ops {
+            // Only coupons whose id an ok claim revealed can be addressed.
+            let coupon_id = match op.coupon() {
+                Some(r) => match self
+                    .coupons
+                    .lock()
+                    .ok()
+                    .and_then(|m| m.by_ref.get(r).copied())
+                {
+                    Some(id) => Some(id),
+                    None => continue,
+                },
+                None => None,
+            };
+            let id = self.recorder.invoke(process, op.clone());
+            let (kind, result) = match tokio::time::timeout(self.timeout, self.call(&op, coupon_id))
+                .await
+            {
+                Ok(Ok(r)) => (EventKind::Ok, Some(r)),
+                Ok(Err(e)) => match Refusal::from_code(e.code()).filter(|_| !e.outcome_unknown()) {
+                    Some(r) => (EventKind::Fail, Some(OpResult::Refused(r))),
+                    None => (EventKind::Unknown, None),
+                },
+                Err(_) => (EventKind::Unknown, None),
+            };
+            self.recorder.complete(id, kind, result);
+            if kind == EventKind::Unknown {
+                // Jepsen: a process that saw an unknown outcome is retired.
+                process = self.pids.next();
+            }
+        }
+    }
+
+    async fn call(&self, op: &Op, coupon: Option<Uuid>) -> Result<OpResult, EngineError> {
+        let id = coupon.unwrap_or_default();
+        match op {
+            Op::Claim {
+                template,
+                user,
+                request_id,
+            } => {
+                let t = self
+                    .templates
+                    .get(*template as usize)
+                    .copied()
+                    .unwrap_or_default();
+                let r = self.engine.claim(t, user, request_id).await?;
+                let reference = CouponRef {
+                    template: *template,
+                    request_id: request_id.clone(),
+                };
+                let coupon = match self.coupons.lock() {
+                    Ok(mut m) => {
+                        let known = m
+                            .by_id
+                            .entry(r.coupon_id)
+                            .or_insert_with(|| reference.clone())
+                            .clone();
+                        m.by_ref.entry(reference).or_insert(r.coupon_id);
+                        known
+                    }
+                    Err(_) => reference,
+                };
+                Ok(OpResult::Claimed { coupon })
+            }
+            Op::Redeem { user, order_id, .. } => {
+                self.engine.redeem(id, user, order_id, 10_000).await?;
+                Ok(OpResult::Redeemed)
+            }
+            Op::Refund { user, order_id, .. } => {
+                self.engine.refund(id, user, order_id).await?;
+                Ok(OpResult::Refunded)
+            }
+        }
+    }
+}
+
+async fn final_state(engine: &CouponEngine, templates: &[Uuid]) -> anyhow::Result<FinalState> {
+    let rows = sqlx::query(
+        "SELECT c.template_id, c.claim_request_id, c.user_id, c.status, c.order_id, \
+                COALESCE(array_agg(l.order_id) FILTER (WHERE l.id IS NOT NULL), '{}') AS live \
+         FROM user_coupon c LEFT JOIN coupon_use_log l ON l.coupon_id = c.id AND NOT l.undone \
+         WHERE c.template_id = ANY($1) GROUP BY c.id",
+    )
+    .bind(templates)
+    .fetch_all(engine.pool())
+    .await?;
+    let mut coupons = Vec::with_capacity(rows.len());
+    for r in rows {
+        let template_id: Uuid = r.try_get("template_id")?;
+        let status: String = r.try_get("status")?;
+        let order: Option<String> = r.try_get("order_id")?;
+        coupons.push(FinalCoupon {
+            template: templates
+                .iter()
+                .position(|t| *t == template_id)
+                .unwrap_or_default() as u32,
+            request_id: r.try_get("claim_request_id")?,
+            user: r.try_get("user_id")?,
+            status: match status.as_str() {
+                "used" => FinalStatus::Used {
+                    order: order.unwrap_or_default(),
+                },
+                "expired" => FinalStatus::Expired,
+                "revoked" => FinalStatus::Revoked,
+                _ => FinalStatus::Issued,
+            },
+            live_orders: r.try_get("live")?,
+        });
+    }
+    Ok(FinalState { coupons })
+}

@@ -1,0 +1,168 @@
+//! Scenarios (DESIGN §7): templates, concurrent processes each running a sequence of
+//! operations, and an optional fault schedule; with the proptest strategies that generate
+//! (and shrink) them.
+
+use proptest::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::op::{CouponRef, Op, Policy, TemplateSpec};
+
+/// A fault the nemesis injects while the processes run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "fault", rename_all = "snake_case")]
+pub enum Fault {
+    /// Delete every Redis key of a template (a Redis restart without persistence, for one
+    /// template).
+    DropTemplateKeys {
+        /// Template index.
+        template: u32,
+    },
+    /// `SCRIPT FLUSH` on the case's own Redis.
+    ScriptFlush,
+    /// `pg_terminate_backend` of every connection to the case's database.
+    TerminateBackends,
+    /// Fail the next `n` claims between the Redis deduct and the Postgres insert.
+    FailClaimAfterRedis {
+        /// How many claims fail.
+        n: u32,
+    },
+    /// Hold every claim `ms` between the Redis deduct and the Postgres insert (widens the
+    /// rebuild race of DESIGN §5.1 when combined with lost keys).
+    DelayClaimAfterRedis {
+        /// Delay in milliseconds.
+        ms: u64,
+    },
+    /// Fail the next `n` claims after the Postgres commit (the client sees an error).
+    FailClaimAfterPersist {
+        /// How many claims fail.
+        n: u32,
+    },
+    /// Fail the next `n` return-to-stock refunds between commit and outbox apply.
+    FailRefundAfterCommit {
+        /// How many refunds fail.
+        n: u32,
+    },
+    /// Fail the next `n` redemptions between the UPDATE and the use-log INSERT.
+    FailRedeemAfterUpdate {
+        /// How many redemptions fail.
+        n: u32,
+    },
+    /// SIGKILL the case's Redis, then start an empty one on the same port.
+    KillRedis,
+    /// SIGSTOP the case's Redis for `ms`, then SIGCONT.
+    PauseRedis {
+        /// Pause length in milliseconds.
+        ms: u64,
+    },
+}
+
+/// A fault and when it strikes, in ms after the processes are released.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimedFault {
+    /// Delay after the start barrier.
+    pub at_ms: u64,
+    /// The fault.
+    pub fault: Fault,
+}
+
+/// One generated test case.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scenario {
+    /// Templates, indexed by their `id`.
+    pub templates: Vec<TemplateSpec>,
+    /// Each process runs its operations in order; processes run concurrently.
+    pub processes: Vec<Vec<Op>>,
+    /// The fault schedule (empty: a fault-free case).
+    pub faults: Vec<TimedFault>,
+}
+
+impl Scenario {
+    /// Total operations.
+    pub fn size(&self) -> usize {
+        self.processes.iter().map(Vec::len).sum()
+    }
+}
+
+const USERS: [&str; 4] = ["u0", "u1", "u2", "u3"];
+const ORDERS: [&str; 4] = ["o0", "o1", "o2", "o3"];
+/// Request ids are drawn from a small pool so that retries and clashes happen often.
+const REQUESTS: u32 = 6;
+
+fn template_spec(id: u32) -> impl Strategy<Value = TemplateSpec> {
+    (
+        1i64..=20,
+        1i64..=3,
+        prop_oneof![Just(Policy::ReturnToUser), Just(Policy::ReturnToStock)],
+    )
+        .prop_map(move |(stock, per_user_limit, policy)| TemplateSpec {
+            id,
+            stock,
+            per_user_limit,
+            policy,
+        })
+}
+
+fn templates() -> impl Strategy<Value = Vec<TemplateSpec>> {
+    prop_oneof![
+        template_spec(0).prop_map(|t| vec![t]),
+        (template_spec(0), template_spec(1)).prop_map(|(a, b)| vec![a, b]),
+    ]
+}
+
+fn op(templates: u32) -> impl Strategy<Value = Op> {
+    let user = prop::sample::select(&USERS[..]).prop_map(str::to_owned);
+    let order = prop::sample::select(&ORDERS[..]).prop_map(str::to_owned);
+    let rid = (0..REQUESTS).prop_map(|r| format!("r{r}"));
+    let coupon = (0..templates, rid.clone()).prop_map(|(template, request_id)| CouponRef {
+        template,
+        request_id,
+    });
+    prop_oneof![
+        4 => (0..templates, user.clone(), rid)
+            .prop_map(|(template, user, request_id)| Op::Claim { template, user, request_id }),
+        3 => (coupon.clone(), user.clone(), order.clone())
+            .prop_map(|(coupon, user, order_id)| Op::Redeem { coupon, user, order_id }),
+        2 => (coupon, user, order)
+            .prop_map(|(coupon, user, order_id)| Op::Refund { coupon, user, order_id }),
+    ]
+}
+
+fn fault(templates: u32) -> impl Strategy<Value = Fault> {
+    prop_oneof![
+        (0..templates).prop_map(|template| Fault::DropTemplateKeys { template }),
+        Just(Fault::ScriptFlush),
+        Just(Fault::TerminateBackends),
+        (1u32..=3).prop_map(|n| Fault::FailClaimAfterRedis { n }),
+        (1u32..=3).prop_map(|n| Fault::FailClaimAfterPersist { n }),
+        (20u64..=200).prop_map(|ms| Fault::DelayClaimAfterRedis { ms }),
+        (1u32..=3).prop_map(|n| Fault::FailRefundAfterCommit { n }),
+        (1u32..=3).prop_map(|n| Fault::FailRedeemAfterUpdate { n }),
+        Just(Fault::KillRedis),
+        (50u64..=300).prop_map(|ms| Fault::PauseRedis { ms }),
+    ]
+}
+
+/// Scenarios of 2–`max_processes` processes of 1–`max_ops` operations, with up to
+/// `max_faults` faults.
+pub fn scenarios(
+    max_processes: usize,
+    max_ops: usize,
+    max_faults: usize,
+) -> impl Strategy<Value = Scenario> {
+    templates().prop_flat_map(move |templates| {
+        let n = templates.len() as u32;
+        (
+            Just(templates),
+            prop::collection::vec(prop::collection::vec(op(n), 1..=max_ops), 2..=max_processes),
+            prop::collection::vec(
+                (0u64..=60, fault(n)).prop_map(|(at_ms, fault)| TimedFault { at_ms, fault }),
+                0..=max_faults,
+            ),
+        )
+            .prop_map(|(templates, processes, faults)| Scenario {
+                templates,
+                processes,
+                faults,
+            })
+    })
+}
