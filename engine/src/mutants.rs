@@ -61,6 +61,33 @@ async fn check_then_decrement(
         .query_async::<Option<i64>>(&mut c)
         .await?
         .unwrap_or(0);
+    // The idempotency record is kept (checked and written in separate steps too), so this
+    // mutant differs from the engine only in the missing atomicity.
+    let prior: Option<String> = redis::cmd("GET")
+        .arg(k.req(request_id))
+        .query_async(&mut c)
+        .await?;
+    if let Some(prior) = prior {
+        let f: Vec<&str> = prior.split('|').collect();
+        if let [coupon, user, remaining, prior_epoch, at] = f[..] {
+            if user != user_id {
+                return Ok(ClaimScript::RequestConflict);
+            }
+            let pending: bool = redis::cmd("HEXISTS")
+                .arg(&k.pending)
+                .arg(request_id)
+                .query_async(&mut c)
+                .await?;
+            return Ok(ClaimScript::Granted(Grant {
+                coupon_id: coupon.parse().unwrap_or_default(),
+                remaining: remaining.parse().unwrap_or_default(),
+                epoch: prior_epoch.parse().unwrap_or_default(),
+                claimed_at_ms: at.parse().unwrap_or_default(),
+                fresh: false,
+                pending,
+            }));
+        }
+    }
     if stock <= 0 {
         return Ok(ClaimScript::StockEmpty);
     }
@@ -85,6 +112,15 @@ async fn check_then_decrement(
         .arg(request_id)
         .arg(format!("{coupon_id}|{user_id}|{epoch}|{now_ms}"))
         .query_async::<i64>(&mut c)
+        .await?;
+    redis::cmd("SET")
+        .arg(k.req(request_id))
+        .arg(format!(
+            "{coupon_id}|{user_id}|{remaining}|{epoch}|{now_ms}"
+        ))
+        .arg("EX")
+        .arg(e.config().idempotency_ttl.as_secs().max(1))
+        .query_async::<()>(&mut c)
         .await?;
     Ok(ClaimScript::Granted(Grant {
         coupon_id,
@@ -311,10 +347,28 @@ pub(crate) async fn rebuild(e: &CouponEngine, template_id: Uuid) -> Option<Engin
     }
 }
 
+/// What the correct rebuild also does: remember recent claim outcomes, so these mutants
+/// differ from it only in their defect.
+async fn remember_requests(
+    e: &CouponEngine,
+    conn: &mut sqlx::PgConnection,
+    template_id: Uuid,
+    epoch: i64,
+) -> EngineResult<()> {
+    let window = e.config().idempotency_ttl.as_millis() as i64;
+    let recent = postgres::recent_claims(conn, template_id, window).await?;
+    let now_ms = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
+    e.redis()
+        .restore_requests(template_id, &recent, epoch, 0, now_ms)
+        .await?;
+    Ok(())
+}
+
 async fn rebuild_from_total(e: &CouponEngine, template_id: Uuid) -> EngineResult<Rebuilt> {
     let t = e.template(template_id).await?;
     let mut conn = e.pool().acquire().await?;
     let epoch = postgres::epoch(&mut conn, template_id).await?;
+    remember_requests(e, &mut conn, template_id, epoch).await?;
     e.redis()
         .rebuild(template_id, t.spec.total_stock, epoch, &[])
         .await?;
@@ -329,6 +383,7 @@ async fn rebuild_unfenced(e: &CouponEngine, template_id: Uuid) -> EngineResult<R
     let epoch = postgres::epoch(&mut conn, template_id).await?;
     let claimed = postgres::counted_per_user(&mut conn, template_id).await?;
     let counted: i64 = claimed.iter().map(|(_, n)| n).sum();
+    remember_requests(e, &mut conn, template_id, epoch).await?;
     e.redis()
         .rebuild(
             template_id,

@@ -73,6 +73,7 @@ pub fn score(v: Variant, cases: u32, shrink: u32) -> MutantScore {
         cases,
         max_faults: max_faults(v),
         max_shrink_iters: shrink,
+        persist_failures: false,
         ..PropertyConfig::new(&format!("mutant_{}", v.name()), cases, run)
     };
     let o = check_property(&cfg);

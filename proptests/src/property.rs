@@ -38,6 +38,9 @@ pub struct PropertyConfig {
     pub max_faults: usize,
     /// Most shrinking steps after a failure (each is a real run).
     pub max_shrink_iters: u32,
+    /// Record failures in `proptest-regressions/` and replay them first. Off for runs that
+    /// are expected to fail (mutants), whose "cases to kill" must count fresh cases.
+    pub persist_failures: bool,
 }
 
 impl PropertyConfig {
@@ -51,6 +54,7 @@ impl PropertyConfig {
             max_ops: 10,
             max_faults: 0,
             max_shrink_iters: env_u32("COUPON_PROPTEST_SHRINK_ITERS").unwrap_or(48),
+            persist_failures: true,
         }
     }
 }
@@ -145,11 +149,13 @@ pub fn check_with(
     let config = Config {
         cases: cfg.cases,
         max_shrink_iters: cfg.max_shrink_iters,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(leak(format!(
-            "{}/proptest-regressions/{}.txt",
-            env!("CARGO_MANIFEST_DIR"),
-            cfg.name
-        ))))),
+        failure_persistence: cfg.persist_failures.then(|| {
+            Box::new(FileFailurePersistence::Direct(leak(format!(
+                "{}/proptest-regressions/{}.txt",
+                env!("CARGO_MANIFEST_DIR"),
+                cfg.name
+            )))) as Box<dyn proptest::test_runner::FailurePersistence>
+        }),
         ..Config::default()
     };
     let mut runner =

@@ -329,7 +329,8 @@ impl Ctx {
     }
 }
 
-async fn final_state(engine: &CouponEngine, templates: &[Uuid]) -> anyhow::Result<FinalState> {
+/// The final coupons of `templates` as the ack checker sees them (template = scenario index).
+pub async fn final_state(engine: &CouponEngine, templates: &[Uuid]) -> anyhow::Result<FinalState> {
     let rows = sqlx::query(
         "SELECT c.template_id, c.claim_request_id, c.user_id, c.status, c.order_id, \
                 COALESCE(array_agg(l.order_id) FILTER (WHERE l.id IS NOT NULL), '{}') AS live \

@@ -1,0 +1,34 @@
+//! Every defect mutant of DESIGN §12 must be killed by the property tests within a bounded
+//! number of cases, and the correct engine must survive the same runs (issue "Mutants").
+//! `reports/mutation-score.md` is the full table (`mutation-score` binary).
+
+use coupon_engine::Variant;
+use coupon_proptests::mutation::score;
+
+/// Generated cases a mutant may survive before the test fails.
+const CASE_BOUND: u32 = 40;
+/// Shrinking steps per kill (kept small for CI; the binary shrinks further).
+const SHRINK: u32 = 8;
+
+#[test]
+fn every_mutant_is_killed_and_the_correct_engine_survives() {
+    let mut failures = Vec::new();
+    for v in Variant::all() {
+        let row = score(v, CASE_BOUND, SHRINK);
+        eprintln!(
+            "{:8} killed={} by {:?} after {:?} cases ({:.1}s) history={:?}",
+            row.variant, row.killed, row.invariants, row.cases_to_kill, row.seconds, row.history
+        );
+        if let Some(e) = &row.error {
+            failures.push(format!("{}: harness error {e}", row.variant));
+        } else if v == Variant::Correct && row.killed {
+            failures.push(format!(
+                "correct engine failed: {:?} (see {:?})",
+                row.invariants, row.history
+            ));
+        } else if v != Variant::Correct && !row.killed {
+            failures.push(format!("{} survived {CASE_BOUND} cases", row.variant));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
