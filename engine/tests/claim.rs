@@ -254,10 +254,13 @@ async fn a_claim_fenced_by_a_rebuild_is_not_persisted() -> R {
     let audit = e.audit(t.id).await?;
     assert!(audit.counted <= 3, "oversold: {audit:?}");
     assert!(audit.ok(), "{audit:?}");
-    // The slow claim either failed (fenced, stock already gone) or was retried fairly.
-    if let Ok(r) = slow {
-        assert!(e.coupon(r.coupon_id).await?.is_some());
-    }
+    // The fenced claim fails unacknowledged, and its retry is refused: the stock is gone.
+    assert_eq!(slow.unwrap_err().code(), "unavailable");
+    assert_eq!(
+        e.claim(t.id, "slow", "s1").await.unwrap_err().code(),
+        "stock_empty"
+    );
+    assert!(e.user_coupons("slow").await?.is_empty());
     Ok(())
 }
 

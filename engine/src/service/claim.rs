@@ -188,12 +188,18 @@ impl CouponEngine {
                     continue;
                 }
                 Some(Persisted::Fenced) | None => {
-                    // A rebuild counted without this claim; it was never acknowledged.
+                    // A rebuild counted without this claim: it fails, unacknowledged (DESIGN
+                    // §5.1). Not retried here: others may have seen its reservation of the
+                    // request id, so only the client's retry may reuse it.
                     self.inner
                         .redis
                         .forget_request(template_id, request_id)
                         .await?;
-                    continue;
+                    return Err(EngineError::Unavailable(
+                        "the claim was fenced by a rebuild of the template's Redis state; \
+                         retry with the same request_id"
+                            .into(),
+                    ));
                 }
             }
         }
