@@ -69,6 +69,8 @@ pub struct CaseReport {
     pub final_state: FinalState,
     /// What the nemesis did.
     pub nemesis: Vec<String>,
+    /// The errors behind `unknown` outcomes.
+    pub errors: Vec<String>,
     /// The linearizability verdict.
     pub verdict: Verdict,
     /// Every violation, from every checker.
@@ -133,6 +135,7 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
     let recorder = Recorder::new();
     let pids = Arc::new(ProcessIds::new());
     let coupons = Arc::new(Mutex::new(CouponMap::default()));
+    let errors = Arc::new(Mutex::new(Vec::new()));
     let barrier = Arc::new(tokio::sync::Barrier::new(scenario.processes.len() + 1));
     let mut tasks = Vec::new();
     for ops in &scenario.processes {
@@ -142,6 +145,7 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
             recorder: recorder.clone(),
             pids: pids.clone(),
             coupons: coupons.clone(),
+            errors: errors.clone(),
             timeout: cfg.op_timeout,
         };
         let (ops, barrier) = (ops.clone(), barrier.clone());
@@ -203,7 +207,10 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         if unknown > 0 {
             findings.push(Finding {
                 invariant: "I9".into(),
-                detail: format!("{unknown} operations failed without any fault injected"),
+                detail: format!(
+                    "{unknown} operations failed without any fault injected: {:?}",
+                    errors.lock().map(|e| e.clone()).unwrap_or_default()
+                ),
             });
         }
     }
@@ -215,6 +222,7 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         history,
         final_state,
         nemesis: log,
+        errors: errors.lock().map(|e| e.clone()).unwrap_or_default(),
         verdict,
         findings,
     })
@@ -263,6 +271,7 @@ struct Ctx {
     recorder: Recorder,
     pids: Arc<ProcessIds>,
     coupons: Arc<Mutex<CouponMap>>,
+    errors: Arc<Mutex<Vec<String>>>,
     timeout: Duration,
 }
 
@@ -290,15 +299,30 @@ impl Ctx {
                 Ok(Ok(r)) => (EventKind::Ok, Some(r)),
                 Ok(Err(e)) => match Refusal::from_code(e.code()).filter(|_| !e.outcome_unknown()) {
                     Some(r) => (EventKind::Fail, Some(OpResult::Refused(r))),
-                    None => (EventKind::Unknown, None),
+                    None => {
+                        self.note(format!("p{process} {op}: {e}"));
+                        (EventKind::Unknown, None)
+                    }
                 },
-                Err(_) => (EventKind::Unknown, None),
+                Err(_) => {
+                    self.note(format!(
+                        "p{process} {op}: timed out after {:?}",
+                        self.timeout
+                    ));
+                    (EventKind::Unknown, None)
+                }
             };
             self.recorder.complete(id, kind, result);
             if kind == EventKind::Unknown {
                 // Jepsen: a process that saw an unknown outcome is retired.
                 process = self.pids.next();
             }
+        }
+    }
+
+    fn note(&self, msg: String) {
+        if let Ok(mut e) = self.errors.lock() {
+            e.push(msg);
         }
     }
 

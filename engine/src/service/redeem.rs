@@ -110,6 +110,8 @@ impl CouponEngine {
         }
     }
 
+    /// One redemption; re-run when the coupon changed between the UPDATE and the diagnosis
+    /// (e.g. a concurrent refund, or an async claim persisted in between).
     async fn redeem_once(
         &self,
         coupon_id: Uuid,
@@ -117,6 +119,26 @@ impl CouponEngine {
         order_id: &str,
         order_amount: i64,
     ) -> EngineResult<Redemption> {
+        for _ in 0..3 {
+            if let Some(r) = self
+                .redeem_attempt(coupon_id, user_id, order_id, order_amount)
+                .await?
+            {
+                return Ok(r);
+            }
+        }
+        Err(EngineError::Unavailable(
+            "the coupon kept changing during redemption; retry".into(),
+        ))
+    }
+
+    async fn redeem_attempt(
+        &self,
+        coupon_id: Uuid,
+        user_id: &str,
+        order_id: &str,
+        order_amount: i64,
+    ) -> EngineResult<Option<Redemption>> {
         let mut tx = self.inner.pg.begin().await?;
         let row = sqlx::query(
             "UPDATE user_coupon c SET status = 'used', order_id = $3, used_at = now() \
@@ -165,12 +187,12 @@ impl CouponEngine {
             Err(e) => return Err(e.into()),
         }
         tx.commit().await?;
-        Ok(Redemption {
+        Ok(Some(Redemption {
             coupon_id,
             order_id: order_id.to_owned(),
             discount,
             replay: false,
-        })
+        }))
     }
 
     /// Explains why the conditional UPDATE matched nothing.
@@ -180,7 +202,7 @@ impl CouponEngine {
         user_id: &str,
         order_id: &str,
         order_amount: i64,
-    ) -> EngineResult<Redemption> {
+    ) -> EngineResult<Option<Redemption>> {
         let row = sqlx::query(
             "SELECT c.user_id, c.status, c.order_id, now() >= c.valid_until AS past, \
                     now() < c.valid_from AS early, t.min_order_amount, l.discount \
@@ -201,12 +223,12 @@ impl CouponEngine {
         let used_by: Option<String> = row.try_get("order_id")?;
         let logged: Option<i64> = row.try_get("discount")?;
         match status.as_str() {
-            "used" if used_by.as_deref() == Some(order_id) => Ok(Redemption {
+            "used" if used_by.as_deref() == Some(order_id) => Ok(Some(Redemption {
                 coupon_id,
                 order_id: order_id.to_owned(),
                 discount: logged.unwrap_or(0),
                 replay: true,
-            }),
+            })),
             "used" => Err(EngineError::AlreadyUsed),
             "expired" => Err(EngineError::Expired),
             "revoked" => Err(EngineError::InvalidState(
@@ -221,9 +243,8 @@ impl CouponEngine {
                     amount: order_amount,
                     min,
                 }),
-                _ => Err(EngineError::Unavailable(
-                    "the coupon changed during redemption; retry".into(),
-                )),
+                // Redeemable now: it changed after the UPDATE looked at it.
+                _ => Ok(None),
             },
         }
     }
