@@ -1,0 +1,178 @@
+//! The acknowledgement record: every answer a simulated user saw, with its timing, kept in
+//! one shared log so the post-run checks (I1, I3, I4, I5, I6, I7) can compare what clients
+//! were told with what the API holds afterwards.
+
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use uuid::Uuid;
+
+/// What a request was for; its `name` is the stable request name in Goose and the reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Op {
+    /// `POST /v1/templates/{id}/claims`.
+    Claim,
+    /// `POST /v1/coupons/{id}/redeem` by the owner.
+    Redeem,
+    /// `POST /v1/coupons/{id}/refund` by the owner.
+    Refund,
+    /// `GET /v1/users/me/coupons`.
+    MyCoupons,
+    /// A redeem of another user's coupon (must be refused with 403).
+    RedeemCrossUser,
+    /// A refund of another user's coupon (must be refused with 403).
+    RefundCrossUser,
+}
+
+impl Op {
+    /// The request name in Goose metrics and in the reports.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Claim => "claim",
+            Self::Redeem => "redeem",
+            Self::Refund => "refund",
+            Self::MyCoupons => "my_coupons",
+            Self::RedeemCrossUser => "redeem_cross_user",
+            Self::RefundCrossUser => "refund_cross_user",
+        }
+    }
+
+    /// Whether the request acts on a coupon its sender does not own.
+    pub(crate) fn cross_user(self) -> bool {
+        matches!(self, Self::RedeemCrossUser | Self::RefundCrossUser)
+    }
+}
+
+/// How a request ended, as the client can know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// 2xx: the effect happened (acknowledged).
+    Ok,
+    /// A definitive refusal (4xx other than 408/429): no effect.
+    Refused,
+    /// 429 busy: refused before doing anything, worth retrying.
+    Busy,
+    /// Timeout, transport error or 5xx: the effect may or may not have happened.
+    Unknown,
+}
+
+/// One answer a user saw.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Event {
+    /// The request.
+    pub op: Op,
+    /// Index of the Goose user that sent it.
+    pub goose_user: usize,
+    /// The shopper (user id) whose token was used.
+    pub user: Arc<str>,
+    /// The template involved.
+    pub template: Option<Uuid>,
+    /// The coupon involved (for claims: the coupon answered).
+    pub coupon: Option<Uuid>,
+    /// Claim idempotency key.
+    pub request_id: Option<Arc<str>>,
+    /// Order of a redeem or refund.
+    pub order_id: Option<Arc<str>>,
+    /// 0 for the first try, then retries with the same ids.
+    pub attempt: u32,
+    /// A deliberate repeat of an acknowledged request (same ids).
+    pub duplicate: bool,
+    /// Start, microseconds since the load began.
+    pub start_us: u64,
+    /// Latency including the body, microseconds.
+    pub latency_us: u64,
+    /// HTTP status; `None` for a timeout or transport error.
+    pub status: Option<u16>,
+    /// Error code of a refusal (`stock_empty`, `not_owner`, ...).
+    pub code: Option<String>,
+    /// Coupon status a refund answered (`issued` or `revoked`).
+    pub refund_status: Option<String>,
+    /// Transport error text, for timeouts and the like.
+    pub error: Option<String>,
+}
+
+impl Event {
+    /// How the request ended.
+    pub(crate) fn outcome(&self) -> Outcome {
+        match self.status {
+            None => Outcome::Unknown,
+            Some(s) if (200..300).contains(&s) => Outcome::Ok,
+            Some(429) => Outcome::Busy,
+            Some(408) => Outcome::Unknown,
+            Some(s) if s >= 500 => Outcome::Unknown,
+            Some(_) => Outcome::Refused,
+        }
+    }
+
+    /// End, microseconds since the load began.
+    pub(crate) fn end_us(&self) -> u64 {
+        self.start_us + self.latency_us
+    }
+}
+
+/// The shared log every Goose user appends to.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AckLog(Arc<Mutex<Vec<Event>>>);
+
+impl AckLog {
+    /// Appends one answer (in completion order).
+    pub(crate) fn record(&self, event: Event) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(event);
+    }
+
+    /// Everything recorded so far, in completion order.
+    pub(crate) fn snapshot(&self) -> Vec<Event> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A test event with the given op, user, status and code.
+    pub(crate) fn ev(op: Op, user: &str, status: Option<u16>, code: Option<&str>) -> Event {
+        Event {
+            op,
+            goose_user: 0,
+            user: user.into(),
+            template: None,
+            coupon: None,
+            request_id: None,
+            order_id: None,
+            attempt: 0,
+            duplicate: false,
+            start_us: 0,
+            latency_us: 1000,
+            status,
+            code: code.map(str::to_owned),
+            refund_status: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn outcomes() {
+        assert_eq!(ev(Op::Claim, "u", Some(201), None).outcome(), Outcome::Ok);
+        assert_eq!(
+            ev(Op::Claim, "u", Some(409), Some("stock_empty")).outcome(),
+            Outcome::Refused
+        );
+        assert_eq!(
+            ev(Op::Claim, "u", Some(503), None).outcome(),
+            Outcome::Unknown
+        );
+        assert_eq!(ev(Op::Claim, "u", None, None).outcome(), Outcome::Unknown);
+        assert_eq!(
+            ev(Op::Redeem, "u", Some(429), None).outcome(),
+            Outcome::Busy
+        );
+    }
+}

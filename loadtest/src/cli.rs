@@ -1,0 +1,360 @@
+//! The command line (clap) and the settings it resolves to, with per-scenario defaults.
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
+use coupon_engine::{Persistence, Variant};
+
+/// Text appended to `--help`: the exit codes and a few commands.
+const AFTER_HELP: &str = "\
+Exit codes:
+  0  PASS: every invariant held, every threshold passed, no regression against --baseline
+  1  FAIL: an invariant (I1-I7) was violated
+  2  FAIL: a Goose --threshold failed or a metric regressed against --baseline
+  3  setup or infrastructure error (bad option, backends unavailable, seeding, the target
+     never answered, reports could not be written)
+
+Examples:
+  coupon-loadtest flash-sale
+  coupon-loadtest lifecycle --duration 10 --baseline reports/baselines/lifecycle.json
+  coupon-loadtest flash-sale --duration 10 --mutant d1        # must exit 1 (I1)
+  coupon-loadtest flash-sale --target http://127.0.0.1:8080 --admin-token $TOKEN";
+
+/// The load-test scenarios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ScenarioKind {
+    /// Many shoppers race for one hot template whose stock is far below demand.
+    FlashSale,
+    /// Claim → redeem → refund with duplicates, clashing orders and cross-user attempts.
+    #[value(alias = "claim-redeem-refund")]
+    Lifecycle,
+    /// Several templates (both refund policies, three discount kinds) and browsing.
+    Mixed,
+}
+
+impl ScenarioKind {
+    /// The name on the command line and in reports.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::FlashSale => "flash-sale",
+            Self::Lifecycle => "lifecycle",
+            Self::Mixed => "mixed",
+        }
+    }
+}
+
+/// Goose load test of the coupon engine: runs a scenario against an in-process server on
+/// provisioned backends (or an external --target), records every answer the simulated users
+/// saw, audits invariants I1-I7 afterwards and writes reports/<UTC time>-<scenario>/.
+#[derive(Debug, Parser)]
+#[command(name = "coupon-loadtest", version, about, after_help = AFTER_HELP)]
+pub(crate) struct Cli {
+    /// Scenario to run.
+    #[arg(value_enum)]
+    pub scenario: ScenarioKind,
+    /// Concurrent Goose users [default: flash-sale 200, lifecycle 50, mixed 100].
+    #[arg(long, short = 'u', value_name = "N")]
+    pub users: Option<usize>,
+    /// Stock of the hot template (lifecycle: of each template) [default: flash-sale 500,
+    /// lifecycle 1000000, mixed 200].
+    #[arg(long, value_name = "N")]
+    pub stock: Option<i64>,
+    /// Per-user limit of the hot template (lifecycle: of each template) [default: flash-sale
+    /// 1, lifecycle 10000, mixed 1].
+    #[arg(long, value_name = "N")]
+    pub per_user_limit: Option<i32>,
+    /// Seconds to run once every user has started [default: 20 unless --iterations].
+    #[arg(long, value_name = "SECS", conflicts_with = "iterations")]
+    pub duration: Option<u64>,
+    /// Each user runs its scenario N times, then the run ends (instead of --duration).
+    #[arg(long, value_name = "N")]
+    pub iterations: Option<usize>,
+    /// Users started per second [default: all users within one second].
+    #[arg(long, value_name = "RATE")]
+    pub increase_rate: Option<f64>,
+    /// Distinct shoppers (user ids with minted tokens), shared out among the Goose users
+    /// [default: flash-sale users + 2 x stock (at most 20000), lifecycle 4 x users, mixed
+    /// 8 x users].
+    #[arg(long, value_name = "N")]
+    pub customers: Option<usize>,
+    /// Engine variant of the in-process server: correct, or a defect mutant (d1, d2, d3, d4,
+    /// d5, d5b, d6, d6b, d7; DESIGN §12).
+    #[arg(long, value_name = "NAME", default_value = "correct")]
+    pub mutant: Variant,
+    /// Claim persistence of the in-process server: sync or async.
+    #[arg(long, value_name = "MODE", default_value = "sync")]
+    pub persistence: Persistence,
+    /// Test an external server speaking the same API instead of an in-process one
+    /// (needs --admin-token).
+    #[arg(long, value_name = "URL", requires = "admin_token")]
+    pub target: Option<String>,
+    /// Admin bearer token of the --target server.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "COUPON_ADMIN_TOKEN",
+        hide_env_values = true
+    )]
+    pub admin_token: Option<String>,
+    /// Directory the run's report directory is created in.
+    #[arg(long, value_name = "DIR", default_value = "reports")]
+    pub report_dir: PathBuf,
+    /// Baseline report.json to compare throughput and latency with (e.g.
+    /// reports/baselines/flash-sale.json).
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// Goose threshold passed through, e.g. "p99<500ms" or "error-rate<1%" or
+    /// "p95<200ms for POST claim" (repeatable).
+    #[arg(long = "threshold", value_name = "RULE")]
+    pub thresholds: Vec<String>,
+    /// With --baseline: throughput (requests/s, claims/s) must be at least this fraction
+    /// of the baseline's.
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.5)]
+    pub tolerance_throughput: f64,
+    /// With --baseline: p50/p95/p99 of each endpoint must be at most this multiple of the
+    /// baseline's.
+    #[arg(long, value_name = "FACTOR", default_value_t = 2.0)]
+    pub tolerance_latency: f64,
+    /// With --baseline: latencies at or below this many milliseconds never count as a
+    /// regression (sub-millisecond noise).
+    #[arg(long, value_name = "MS", default_value_t = 5.0)]
+    pub latency_floor_ms: f64,
+    /// Per-request timeout in seconds; a timed-out request is retried with the same ids.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub request_timeout: u64,
+    /// Retries of a claim, redeem or refund after a timeout, 5xx or 429 (same ids).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub max_retries: u32,
+    /// Fraction of acknowledged claims, redeems and refunds deliberately sent again with
+    /// the same ids (idempotency, I7).
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.1)]
+    pub duplicate_rate: f64,
+    /// Seed of the users' random choices [default: from the clock].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Quieter Goose console: warnings only (no per-user launch lines).
+    #[arg(long)]
+    pub goose_quiet: bool,
+}
+
+/// Tolerances of the baseline comparison.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Tolerances {
+    /// Minimum fraction of baseline throughput.
+    pub throughput: f64,
+    /// Maximum multiple of baseline latency.
+    pub latency: f64,
+    /// Latencies at or below this never regress (ms).
+    pub latency_floor_ms: f64,
+}
+
+/// Everything a run needs, defaults resolved.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// The scenario.
+    pub scenario: ScenarioKind,
+    /// Goose users.
+    pub users: usize,
+    /// Users started per second.
+    pub increase_rate: f64,
+    /// Run time after ramp-up, seconds (None with iterations).
+    pub duration: Option<u64>,
+    /// Iterations per user (None with duration).
+    pub iterations: Option<usize>,
+    /// Stock of the hot template (each template in lifecycle).
+    pub stock: i64,
+    /// Per-user limit of the hot template (each template in lifecycle).
+    pub per_user_limit: i32,
+    /// Distinct shoppers.
+    pub customers: usize,
+    /// Engine variant (in-process only).
+    pub variant: Variant,
+    /// Claim persistence (in-process only).
+    pub persistence: Persistence,
+    /// External server, if any.
+    pub target: Option<String>,
+    /// Admin token of the external server.
+    pub admin_token: Option<String>,
+    /// Parent directory of the run's reports.
+    pub report_dir: PathBuf,
+    /// Baseline to compare with.
+    pub baseline: Option<PathBuf>,
+    /// Goose thresholds.
+    pub thresholds: Vec<String>,
+    /// Baseline tolerances.
+    pub tolerances: Tolerances,
+    /// Per-request timeout.
+    pub request_timeout: Duration,
+    /// Retries after an unknown outcome.
+    pub max_retries: u32,
+    /// Fraction of deliberate duplicates.
+    pub duplicate_rate: f64,
+    /// RNG seed.
+    pub seed: u64,
+    /// Goose console at warnings only.
+    pub goose_quiet: bool,
+}
+
+/// Most shoppers minted by default.
+const MAX_DEFAULT_CUSTOMERS: usize = 20_000;
+
+impl Cli {
+    /// Resolves defaults and validates combinations.
+    pub(crate) fn settings(self) -> anyhow::Result<Settings> {
+        let kind = self.scenario;
+        let users = self.users.unwrap_or(match kind {
+            ScenarioKind::FlashSale => 200,
+            ScenarioKind::Lifecycle => 50,
+            ScenarioKind::Mixed => 100,
+        });
+        if users == 0 {
+            bail!("--users must be at least 1");
+        }
+        let stock = self.stock.unwrap_or(match kind {
+            ScenarioKind::FlashSale => 500,
+            ScenarioKind::Lifecycle => 1_000_000,
+            ScenarioKind::Mixed => 200,
+        });
+        if !(1..=1_000_000_000).contains(&stock) {
+            bail!("--stock must be between 1 and 1000000000");
+        }
+        let per_user_limit = self.per_user_limit.unwrap_or(match kind {
+            ScenarioKind::FlashSale | ScenarioKind::Mixed => 1,
+            ScenarioKind::Lifecycle => 10_000,
+        });
+        if !(1..=10_000).contains(&per_user_limit) {
+            bail!("--per-user-limit must be between 1 and 10000");
+        }
+        let customers = match self.customers {
+            Some(n) => n,
+            None => match kind {
+                ScenarioKind::FlashSale => {
+                    let want = usize::try_from(stock)
+                        .unwrap_or(usize::MAX)
+                        .saturating_mul(2)
+                        .saturating_add(users);
+                    want.min(MAX_DEFAULT_CUSTOMERS.max(users))
+                }
+                ScenarioKind::Lifecycle => users * 4,
+                ScenarioKind::Mixed => users * 8,
+            },
+        };
+        if customers < users || customers < 2 {
+            bail!("--customers must be at least --users and at least 2 (got {customers})");
+        }
+        let increase_rate = self.increase_rate.unwrap_or(users as f64);
+        if !(increase_rate.is_finite() && increase_rate > 0.0) {
+            bail!("--increase-rate must be a positive number");
+        }
+        let duration = match (self.duration, self.iterations) {
+            (Some(0), _) => bail!("--duration must be at least 1 second"),
+            (Some(d), _) => Some(d),
+            (None, Some(_)) => None,
+            (None, None) => Some(20),
+        };
+        if self.iterations == Some(0) {
+            bail!("--iterations must be at least 1");
+        }
+        if self.target.is_some() {
+            if self.mutant != Variant::Correct {
+                bail!("--mutant applies to the in-process server only, not to --target");
+            }
+            if self.persistence != Persistence::Sync {
+                bail!("--persistence applies to the in-process server only, not to --target");
+            }
+        }
+        if let Some(t) = &self.target
+            && !(t.starts_with("http://") || t.starts_with("https://"))
+        {
+            bail!("--target must be an http:// or https:// URL, not {t:?}");
+        }
+        if !(self.tolerance_throughput > 0.0 && self.tolerance_throughput <= 1.0) {
+            bail!("--tolerance-throughput must be in (0, 1]");
+        }
+        if self.tolerance_latency < 1.0 {
+            bail!("--tolerance-latency must be at least 1.0");
+        }
+        if !(0.0..=1.0).contains(&self.duplicate_rate) {
+            bail!("--duplicate-rate must be in [0, 1]");
+        }
+        if self.request_timeout == 0 {
+            bail!("--request-timeout must be at least 1 second");
+        }
+        for rule in &self.thresholds {
+            rule.parse::<goose::threshold::Threshold>()
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .with_context(|| format!("--threshold {rule:?}"))?;
+        }
+        let seed = self.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0x5eed)
+        });
+        Ok(Settings {
+            scenario: kind,
+            users,
+            increase_rate,
+            duration,
+            iterations: self.iterations,
+            stock,
+            per_user_limit,
+            customers,
+            variant: self.mutant,
+            persistence: self.persistence,
+            target: self.target.map(|t| t.trim_end_matches('/').to_owned()),
+            admin_token: self.admin_token,
+            report_dir: self.report_dir,
+            baseline: self.baseline,
+            thresholds: self.thresholds,
+            tolerances: Tolerances {
+                throughput: self.tolerance_throughput,
+                latency: self.tolerance_latency,
+                latency_floor_ms: self.latency_floor_ms,
+            },
+            request_timeout: Duration::from_secs(self.request_timeout),
+            max_retries: self.max_retries,
+            duplicate_rate: self.duplicate_rate,
+            seed,
+            goose_quiet: self.goose_quiet,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> anyhow::Result<Settings> {
+        let mut all = vec!["coupon-loadtest"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all)?.settings()
+    }
+
+    #[test]
+    fn defaults_make_a_flash_sale() -> anyhow::Result<()> {
+        let s = parse(&["flash-sale"])?;
+        assert_eq!((s.users, s.stock, s.per_user_limit), (200, 500, 1));
+        assert_eq!(s.duration, Some(20));
+        assert_eq!(s.customers, 1200);
+        assert!(s.customers as i64 > s.stock, "demand must exceed stock");
+        Ok(())
+    }
+
+    #[test]
+    fn iterations_replace_duration() -> anyhow::Result<()> {
+        let s = parse(&["lifecycle", "--iterations", "3"])?;
+        assert_eq!((s.duration, s.iterations), (None, Some(3)));
+        assert!(parse(&["lifecycle", "--iterations", "3", "--duration", "5"]).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn alias_and_bad_values() {
+        assert!(parse(&["claim-redeem-refund"]).is_ok());
+        assert!(parse(&["flash-sale", "--mutant", "d99"]).is_err());
+        assert!(parse(&["flash-sale", "--threshold", "p100<1s"]).is_err());
+        assert!(parse(&["flash-sale", "--users", "0"]).is_err());
+    }
+}

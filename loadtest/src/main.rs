@@ -1,0 +1,72 @@
+//! `coupon-loadtest`: Goose load tests of the coupon engine (DESIGN §8).
+//!
+//! Runs a scenario (`flash-sale`, `lifecycle`, `mixed`) against an in-process server on
+//! freshly provisioned backends, or an external `--target`; records every answer the
+//! simulated users saw; audits invariants I1–I7 afterwards; writes
+//! `reports/<UTC time>-<scenario>/` (index.html, report.json, report.md, Goose's reports);
+//! optionally compares with a baseline. Exit codes: 0 pass, 1 invariant violated,
+//! 2 threshold or regression, 3 setup error.
+
+mod acks;
+mod api;
+mod attack;
+mod audit;
+mod baseline;
+mod checks;
+mod cli;
+mod progress;
+mod report;
+mod rng;
+mod runner;
+mod scenarios;
+mod server;
+mod setup;
+mod stats;
+mod templates;
+mod verdict;
+
+use std::process::ExitCode;
+
+use clap::{Parser, error::ErrorKind};
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+                _ => ExitCode::from(verdict::EXIT_SETUP),
+            };
+        }
+    };
+    init_tracing();
+    let settings = match cli.settings() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("coupon-loadtest: {e:#}");
+            return ExitCode::from(verdict::EXIT_SETUP);
+        }
+    };
+    match runner::run(settings).await {
+        Ok(v) => ExitCode::from(v.exit_code()),
+        Err(e) => {
+            eprintln!("coupon-loadtest: setup error: {e:#}");
+            ExitCode::from(verdict::EXIT_SETUP)
+        }
+    }
+}
+
+/// Logs on stderr (`RUST_LOG`, default warnings plus this tool's info). The `log` crate is
+/// left to Goose, which prints its own progress.
+fn init_tracing() {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("warn,coupon_loadtest=info"));
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .finish();
+    let _ = tracing::subscriber::set_global_default(subscriber);
+}

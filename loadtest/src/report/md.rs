@@ -1,0 +1,157 @@
+//! `report.md`: the report as Markdown, for CI job summaries (`$GITHUB_STEP_SUMMARY`).
+
+use std::fmt::Write;
+
+use super::Report;
+
+/// Violations shown per failed invariant.
+const SHOWN: usize = 10;
+
+/// Pipes would break a table cell.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// The Markdown text of `r`.
+pub(crate) fn render(r: &Report) -> String {
+    let mut s = String::new();
+    let mark = if r.exit_code == 0 { "✅" } else { "❌" };
+    let _ = writeln!(
+        s,
+        "# {mark} coupon-loadtest `{}`: {} (exit {})\n",
+        r.scenario, r.verdict, r.exit_code
+    );
+    let _ = writeln!(
+        s,
+        "Run `{}` · commit `{}` · {} · {}\n",
+        r.run_id, r.git_commit, r.target, r.started_at
+    );
+    if !r.failures.is_empty() {
+        let _ = writeln!(s, "**Why it failed**\n");
+        for f in &r.failures {
+            let _ = writeln!(s, "- {}", cell(f));
+        }
+        s.push('\n');
+    }
+    let _ = writeln!(
+        s,
+        "## Invariants\n\n| | Invariant | Result | Evidence |\n|---|---|---|---|"
+    );
+    for i in &r.invariants {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            i.id,
+            cell(&i.title),
+            if i.passed { "✅ pass" } else { "❌ **FAIL**" },
+            cell(&i.sources)
+        );
+    }
+    for i in r.invariants.iter().filter(|i| !i.passed) {
+        let _ = writeln!(s, "\n### {} violated\n", i.id);
+        for d in i.details.iter().take(SHOWN) {
+            let _ = writeln!(s, "- {}", cell(d));
+        }
+        if i.details.len() > SHOWN {
+            let _ = writeln!(s, "- … {} more in report.json", i.details.len() - SHOWN);
+        }
+    }
+    let t = &r.throughput;
+    let _ = writeln!(
+        s,
+        "\n## Throughput\n\n| duration | requests | requests/s | claims | claims/s | coupons granted |\n|---|---|---|---|---|---|\n| {:.1} s | {} | {:.1} | {} | {:.1} | {} |",
+        t.duration_secs,
+        t.requests,
+        t.requests_per_sec,
+        t.claims,
+        t.claims_per_sec,
+        t.claims_granted
+    );
+    let _ = writeln!(
+        s,
+        "\n## Latency per endpoint (ms, exact)\n\n| endpoint | requests | 2xx | refused | timeout/5xx | p50 | p95 | p99 | max |\n|---|---|---|---|---|---|---|---|---|"
+    );
+    for e in &r.endpoints {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            e.name, e.count, e.ok, e.refused, e.failed, e.p50_ms, e.p95_ms, e.p99_ms, e.max_ms
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n## Status codes\n\n| endpoint | status | code | count |\n|---|---|---|---|"
+    );
+    for c in &r.status_codes {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            c.name,
+            c.status,
+            c.code.as_deref().unwrap_or("—"),
+            c.count
+        );
+    }
+    if !r.thresholds.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n## Goose thresholds\n\n| rule | observed | result |\n|---|---|---|"
+        );
+        for th in &r.thresholds {
+            let _ = writeln!(
+                s,
+                "| `{}` | {} | {} |",
+                cell(&th.rule),
+                cell(&th.observed),
+                match (th.passed, th.aborted) {
+                    (true, _) => "✅ pass",
+                    (false, false) => "❌ FAIL",
+                    (false, true) => "❌ FAIL (stopped the run)",
+                }
+            );
+        }
+    }
+    if let Some(b) = &r.baseline {
+        let _ = writeln!(
+            s,
+            "\n## Baseline `{}`\n\nTolerances: throughput ≥ {:.0}% of baseline, latency ≤ {}× baseline (floor {} ms).\n",
+            b.file,
+            b.tolerances.throughput * 100.0,
+            b.tolerances.latency,
+            b.tolerances.latency_floor_ms
+        );
+        if b.regressions.is_empty() {
+            let _ = writeln!(s, "No regression.\n");
+        } else {
+            for reg in &b.regressions {
+                let _ = writeln!(s, "- ❌ {}", cell(reg));
+            }
+            s.push('\n');
+        }
+        for n in &b.notes {
+            let _ = writeln!(s, "- note: {}", cell(n));
+        }
+        let _ = writeln!(
+            s,
+            "\n| metric | baseline | current | limit | result |\n|---|---|---|---|---|"
+        );
+        for row in &b.rows {
+            let _ = writeln!(
+                s,
+                "| {} | {:.2} | {:.2} | {} {:.2} | {} |",
+                row.metric,
+                row.baseline,
+                row.current,
+                if row.bound == "min" { "≥" } else { "≤" },
+                row.limit,
+                if row.regressed { "❌ regressed" } else { "ok" }
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\n<details><summary>Configuration</summary>\n\n```json\n{}\n```\n</details>",
+        serde_json::to_string_pretty(&r.config).unwrap_or_default()
+    );
+    s
+}

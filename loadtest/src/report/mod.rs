@@ -1,0 +1,120 @@
+//! The run's report: one document (the `report.json` schema, `schema_version` 1) rendered
+//! three ways — `report.json`, `report.md` (CI job summaries) and a self-contained
+//! `index.html` (inline CSS and SVG, no scripts, no network) — beside Goose's own reports.
+
+mod html;
+mod json;
+mod md;
+mod svg;
+
+use std::path::Path;
+
+use anyhow::Context;
+use coupon_engine::AuditReport;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    attack::ThresholdRow,
+    baseline::Comparison,
+    checks::InvariantResult,
+    stats::{ClaimSeries, EndpointStats, StatusCount, Throughput},
+    templates::TemplateInfo,
+    verdict::Verdict,
+};
+
+/// Version of the report schema (bumped on incompatible changes).
+pub(crate) const SCHEMA_VERSION: u32 = 1;
+
+/// Everything a run produced.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Report {
+    /// Schema version of this document.
+    pub schema_version: u32,
+    /// `coupon-loadtest <version>`.
+    pub tool: String,
+    /// `<UTC YYYYMMDDTHHMMSSZ>-<scenario>`: the report directory's name.
+    pub run_id: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// `PASS` or `FAIL`.
+    pub verdict: String,
+    /// Why: `pass`, `invariant_violated` or `threshold_or_regression`.
+    pub outcome: Verdict,
+    /// The process exit code.
+    pub exit_code: u8,
+    /// When the run started (RFC 3339, UTC).
+    pub started_at: String,
+    /// When the report was written (RFC 3339, UTC).
+    pub finished_at: String,
+    /// `git rev-parse --short HEAD`, or `unknown`.
+    pub git_commit: String,
+    /// What was tested.
+    pub target: String,
+    /// The resolved configuration.
+    pub config: serde_json::Value,
+    /// The seeded templates.
+    pub templates: Vec<TemplateInfo>,
+    /// Request rates.
+    pub throughput: Throughput,
+    /// Latency and outcomes per request name (exact, from every answer).
+    pub endpoints: Vec<EndpointStats>,
+    /// Status codes (and error codes) per request name.
+    pub status_codes: Vec<StatusCount>,
+    /// Cumulative granted claims per second, per template.
+    pub claims_over_time: Vec<ClaimSeries>,
+    /// I1–I7.
+    pub invariants: Vec<InvariantResult>,
+    /// The auditor's report of each template.
+    pub audits: Vec<AuditReport>,
+    /// Goose thresholds and their results.
+    pub thresholds: Vec<ThresholdRow>,
+    /// The baseline comparison, with `--baseline`.
+    pub baseline: Option<Comparison>,
+    /// Goose's own report files in the same directory.
+    pub goose_reports: Vec<String>,
+    /// Why the run failed, in words (empty on PASS).
+    pub failures: Vec<String>,
+}
+
+/// Escapes text for HTML (and for SVG text).
+pub(crate) fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Writes `report.json`, `report.md` and `index.html` into `dir`.
+pub(crate) fn write_all(dir: &Path, report: &Report) -> anyhow::Result<()> {
+    let files = [
+        ("report.json", json::render(report)?),
+        ("report.md", md::render(report)),
+        ("index.html", html::render(report)),
+    ];
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping() {
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+}

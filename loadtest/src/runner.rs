@@ -1,0 +1,263 @@
+//! The run, phase by phase: setup → run (Goose) → audit (I1–I7) → report.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+use time::{OffsetDateTime, format_description::well_known::Rfc3339, macros::format_description};
+
+use crate::{
+    acks::{Event, Outcome},
+    attack, audit, baseline,
+    checks::{self, Evidence},
+    cli::Settings,
+    progress::phase,
+    report::{self, Report},
+    scenarios::Ctx,
+    setup, stats,
+    verdict::Verdict,
+};
+
+/// Runs everything; `Err` is a setup or infrastructure error (exit 3).
+pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
+    let started_at = OffsetDateTime::now_utc();
+    let fixture = setup::prepare(&s).await?;
+    let dir = run_dir(&s.report_dir, started_at, s.scenario.name())?;
+
+    let how_long = match (s.duration, s.iterations) {
+        (Some(d), _) => format!("{d} s after ramp-up"),
+        (None, Some(n)) => format!("{n} iterations per user"),
+        (None, None) => "until stopped".to_owned(),
+    };
+    phase(
+        "run",
+        format!(
+            "{}: {} Goose users (+{}/s), {} shoppers, {how_long}, against {}",
+            s.scenario.name(),
+            s.users,
+            s.increase_rate,
+            s.customers,
+            fixture.api.base()
+        ),
+    );
+    let ctx = Arc::new(Ctx::new(
+        &s,
+        fixture.templates.clone(),
+        fixture.customers.clone(),
+        fixture.run_tag.clone(),
+    ));
+    let attack = attack::run(&s, ctx.clone(), fixture.api.base(), &dir).await?;
+    let events = ctx.acks.snapshot();
+    phase(
+        "run",
+        format!(
+            "finished in {:.1} s: {} requests recorded",
+            attack.elapsed.as_secs_f64(),
+            events.len()
+        ),
+    );
+    if !events.iter().any(|e| e.outcome() != Outcome::Unknown) {
+        bail!(
+            "the target never answered ({} requests, all timeouts or 5xx)",
+            events.len()
+        );
+    }
+
+    phase(
+        "audit",
+        "waiting for in-flight work, then auditing every template (I1–I5)",
+    );
+    let audits = audit::settle_and_audit(&fixture.api, &fixture.templates).await?;
+    phase(
+        "audit",
+        format!(
+            "reading back {} shoppers' coupons; checking acknowledgements (I1, I3–I7)",
+            fixture.customers.len()
+        ),
+    );
+    let wallets = audit::wallets(&fixture.api, &fixture.customers).await?;
+    let invariants = checks::evaluate(&Evidence {
+        events: &events,
+        templates: &fixture.templates,
+        audits: &audits,
+        wallets: &wallets,
+    });
+    if let Some(server) = fixture.server {
+        server
+            .stop()
+            .await
+            .context("stopping the in-process server")?;
+    }
+
+    phase("report", format!("writing {}", dir.display()));
+    let config = config_json(&s);
+    let throughput = stats::throughput(&events);
+    let endpoints = stats::endpoints(&events);
+    let comparison = match &s.baseline {
+        Some(file) => Some(baseline::compare(
+            file,
+            s.tolerances,
+            s.scenario.name(),
+            &config,
+            &throughput,
+            &endpoints,
+        )?),
+        None => None,
+    };
+    let invariants_ok = invariants.iter().all(|i| i.passed);
+    let thresholds_ok = attack.thresholds.iter().all(|t| t.passed);
+    let no_regression = comparison.as_ref().is_none_or(baseline::Comparison::passed);
+    let verdict = Verdict::decide(invariants_ok, thresholds_ok, no_regression);
+    let mut failures = Vec::new();
+    for i in invariants.iter().filter(|i| !i.passed) {
+        failures.push(format!(
+            "{} violated ({} finding(s)): {}",
+            i.id,
+            i.details.len(),
+            i.details.first().map(String::as_str).unwrap_or("")
+        ));
+    }
+    for t in attack.thresholds.iter().filter(|t| !t.passed) {
+        failures.push(format!(
+            "threshold `{}` failed: observed {}",
+            t.rule, t.observed
+        ));
+    }
+    if let Some(c) = &comparison {
+        failures.extend(c.regressions.iter().map(|r| format!("regression: {r}")));
+    }
+    let report = Report {
+        schema_version: report::SCHEMA_VERSION,
+        tool: format!("coupon-loadtest {}", env!("CARGO_PKG_VERSION")),
+        run_id: dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        scenario: s.scenario.name().to_owned(),
+        verdict: verdict.label().to_owned(),
+        outcome: verdict,
+        exit_code: verdict.exit_code(),
+        started_at: started_at.format(&Rfc3339).unwrap_or_default(),
+        finished_at: OffsetDateTime::now_utc()
+            .format(&Rfc3339)
+            .unwrap_or_default(),
+        git_commit: git_commit(),
+        target: fixture.target_description.clone(),
+        config,
+        templates: fixture.templates.clone(),
+        claims_over_time: stats::claims_over_time(&events, &fixture.templates),
+        status_codes: stats::status_codes(&events),
+        throughput,
+        endpoints,
+        invariants,
+        audits,
+        thresholds: attack.thresholds,
+        baseline: comparison,
+        goose_reports: attack.goose_reports,
+        failures,
+    };
+    report::write_all(&dir, &report)?;
+    summarise(&report, &dir, &events);
+    Ok(verdict)
+}
+
+/// Creates `<parent>/<UTC YYYYMMDDTHHMMSSZ>-<scenario>` (with `-2`, `-3`… if taken).
+fn run_dir(parent: &Path, at: OffsetDateTime, scenario: &str) -> anyhow::Result<PathBuf> {
+    let stamp = at
+        .format(format_description!(
+            "[year][month][day]T[hour][minute][second]Z"
+        ))
+        .context("formatting the run's timestamp")?;
+    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    for n in 1..1000 {
+        let name = if n == 1 {
+            format!("{stamp}-{scenario}")
+        } else {
+            format!("{stamp}-{scenario}-{n}")
+        };
+        let dir = parent.join(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+        }
+    }
+    bail!("no free run directory under {}", parent.display())
+}
+
+/// The configuration as the report records it (and baselines compare).
+fn config_json(s: &Settings) -> serde_json::Value {
+    let in_process = s.target.is_none();
+    json!({
+        "scenario": s.scenario.name(),
+        "users": s.users,
+        "increase_rate": s.increase_rate,
+        "duration_secs": s.duration,
+        "iterations": s.iterations,
+        "stock": s.stock,
+        "per_user_limit": s.per_user_limit,
+        "customers": s.customers,
+        "variant": in_process.then(|| s.variant.name()),
+        "persistence": in_process.then(|| serde_json::to_value(s.persistence).unwrap_or_default()),
+        "target": s.target.clone().unwrap_or_else(|| "in-process".to_owned()),
+        "request_timeout_secs": s.request_timeout.as_secs(),
+        "max_retries": s.max_retries,
+        "duplicate_rate": s.duplicate_rate,
+        "seed": s.seed,
+        "thresholds": s.thresholds,
+        "baseline": s.baseline.as_ref().map(|p| p.display().to_string()),
+    })
+}
+
+/// `git rev-parse --short HEAD`, or `unknown`.
+fn git_commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// The closing lines on stderr.
+fn summarise(r: &Report, dir: &Path, events: &[Event]) {
+    let t = &r.throughput;
+    phase(
+        "report",
+        format!(
+            "{:.1} requests/s, {:.1} claims/s, {} coupons granted, {} requests in {:.1} s",
+            t.requests_per_sec,
+            t.claims_per_sec,
+            t.claims_granted,
+            events.len(),
+            t.duration_secs
+        ),
+    );
+    for e in &r.endpoints {
+        phase(
+            "report",
+            format!(
+                "{:<18} n={:<7} p50 {:>8.2} ms  p95 {:>8.2} ms  p99 {:>8.2} ms  max {:>8.2} ms",
+                e.name, e.count, e.p50_ms, e.p95_ms, e.p99_ms, e.max_ms
+            ),
+        );
+    }
+    for f in &r.failures {
+        phase("report", format!("FAIL: {f}"));
+    }
+    phase(
+        "report",
+        format!(
+            "verdict {} (exit {}): {}",
+            r.verdict,
+            r.exit_code,
+            dir.join("index.html").display()
+        ),
+    );
+}

@@ -1,0 +1,138 @@
+//! One HTTP request through Goose: bearer token, JSON body, a stable request name, our own
+//! timing (body included), and Goose's success flag set by what the answer means:
+//! expected business refusals (`stock_empty`, `user_limit`, a clash's `already_used`, a
+//! cross-user `not_owner`) count as success; 5xx and timeouts as failures; a 2xx to a
+//! cross-user request as a failure.
+
+use goose::{goose::GooseResponse, prelude::*};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::Ctx;
+use crate::acks::Op;
+
+/// A request to send.
+pub(crate) struct Req<'a> {
+    /// What it is (names it).
+    pub op: Op,
+    /// HTTP method.
+    pub method: GooseMethod,
+    /// Path, joined to the Goose host.
+    pub path: String,
+    /// Bearer token of the sender.
+    pub token: &'a str,
+    /// JSON body.
+    pub body: Option<Value>,
+    /// Refusal codes that are the expected outcome here.
+    pub expected: &'a [&'a str],
+}
+
+/// What came back.
+#[derive(Debug, Clone)]
+pub(crate) struct Resp {
+    /// HTTP status (None: timeout or transport error).
+    pub status: Option<u16>,
+    /// Parsed JSON body (Null when absent or unreadable).
+    pub body: Value,
+    /// Error code of an error body.
+    pub code: Option<String>,
+    /// Transport error text.
+    pub error: Option<String>,
+    /// Start, µs since the load began.
+    pub start_us: u64,
+    /// Latency, µs.
+    pub latency_us: u64,
+}
+
+impl Resp {
+    /// Whether trying again with the same ids makes sense (unknown outcome or busy).
+    pub(crate) fn retryable(&self) -> bool {
+        match self.status {
+            None => true,
+            Some(s) => s >= 500 || s == 429 || s == 408,
+        }
+    }
+
+    /// Whether the answer is a 2xx.
+    pub(crate) fn ok(&self) -> bool {
+        matches!(self.status, Some(s) if (200..300).contains(&s))
+    }
+}
+
+/// Sends `req` once.
+pub(crate) async fn send(
+    user: &mut GooseUser,
+    ctx: &Ctx,
+    req: &Req<'_>,
+) -> Result<Resp, Box<TransactionError>> {
+    let builder = user
+        .get_request_builder(&req.method, &req.path)?
+        .bearer_auth(req.token)
+        .timeout(ctx.timeout);
+    let builder = match &req.body {
+        Some(body) => builder.json(body),
+        None => builder,
+    };
+    let goose_request = GooseRequest::builder()
+        .method(req.method)
+        .path(req.path.as_str())
+        .name(req.op.name())
+        .set_request_builder(builder)
+        .build();
+    let started = Instant::now();
+    let GooseResponse {
+        mut request,
+        response,
+    } = user.request(goose_request).await?;
+    let (status, body, error) = match response {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            match r.text().await {
+                Ok(text) => (
+                    Some(status),
+                    serde_json::from_str(&text).unwrap_or(Value::Null),
+                    None,
+                ),
+                // The status arrived but the body did not: the outcome is unknown.
+                Err(e) => (None, Value::Null, Some(format!("reading the body: {e}"))),
+            }
+        }
+        Err(e) => (None, Value::Null, Some(e.to_string())),
+    };
+    let latency_us = started.elapsed().as_micros() as u64;
+    let code = body
+        .pointer("/error/code")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let resp = Resp {
+        status,
+        body,
+        code,
+        error,
+        start_us: ctx.micros_since_start(started),
+        latency_us,
+    };
+    // Goose marks 2xx success and everything else failure; correct it where the answer
+    // means something else. `set_failure` returns an error to end the transaction early,
+    // which is not wanted here: the failure is recorded, the user carries on.
+    let expected_refusal = matches!(resp.status, Some(s) if (400..500).contains(&s))
+        && resp
+            .code
+            .as_deref()
+            .is_some_and(|c| req.expected.contains(&c));
+    if resp.ok() && req.op.cross_user() {
+        let _ = user.set_failure(
+            "cross-user request succeeded (authz violation)",
+            &mut request,
+            None,
+            None,
+        );
+    } else if resp.status.is_none() && request.success {
+        let _ = user.set_failure("no readable answer", &mut request, None, None);
+    } else if expected_refusal {
+        // Without the error text the correction is not counted as a second error.
+        request.error.clear();
+        user.set_success(&mut request)?;
+    }
+    Ok(resp)
+}

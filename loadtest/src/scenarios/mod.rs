@@ -1,0 +1,154 @@
+//! The Goose scenarios and what they share: the run context (templates, shoppers, the
+//! acknowledgement log) and each Goose user's session (its RNG and iteration count).
+
+mod call;
+mod flash_sale;
+mod lifecycle;
+mod mixed;
+mod ops;
+
+use std::{sync::Arc, time::Duration};
+
+use goose::prelude::*;
+use tokio::time::Instant;
+
+use crate::{
+    acks::AckLog,
+    cli::{ScenarioKind, Settings},
+    rng::Rng,
+    setup::Customer,
+    templates::{Role, TemplateInfo},
+};
+
+/// What every Goose user of a run shares.
+#[derive(Debug)]
+pub(crate) struct Ctx {
+    /// The scenario.
+    pub kind: ScenarioKind,
+    /// Seeded templates.
+    pub templates: Vec<TemplateInfo>,
+    /// Shoppers; Goose user `i` acts as shoppers `i`, `i + users`, `i + 2·users`, …
+    pub customers: Vec<Customer>,
+    /// Every answer seen.
+    pub acks: AckLog,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Retries after an unknown outcome.
+    pub max_retries: u32,
+    /// Fraction of deliberate duplicates.
+    pub duplicate_rate: f64,
+    /// RNG seed.
+    pub seed: u64,
+    /// Unique tag of this run's ids.
+    pub tag: String,
+    /// Number of Goose users.
+    pub users: usize,
+    /// When the load began (event times count from here).
+    pub epoch: Instant,
+}
+
+/// One Goose user's own state, kept in Goose session data.
+#[derive(Debug, Clone)]
+pub(crate) struct Session {
+    /// Goose user index.
+    pub idx: usize,
+    /// Its random choices.
+    pub rng: Rng,
+    /// Iterations done.
+    pub iter: u64,
+}
+
+impl Ctx {
+    /// The context of a run.
+    pub(crate) fn new(
+        s: &Settings,
+        templates: Vec<TemplateInfo>,
+        customers: Vec<Customer>,
+        tag: String,
+    ) -> Self {
+        Self {
+            kind: s.scenario,
+            templates,
+            customers,
+            acks: AckLog::default(),
+            timeout: s.request_timeout,
+            max_retries: s.max_retries,
+            duplicate_rate: s.duplicate_rate,
+            seed: s.seed,
+            tag,
+            users: s.users,
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Microseconds from the start of the load to `t`.
+    pub(crate) fn micros_since_start(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_micros() as u64
+    }
+
+    /// The template with `role` (the first one if none has it).
+    pub(crate) fn template(&self, role: Role) -> &TemplateInfo {
+        self.templates
+            .iter()
+            .find(|t| t.role == role)
+            .unwrap_or(&self.templates[0])
+    }
+
+    /// The shopper Goose user `idx` acts as in iteration `iter` (its own shoppers in turn).
+    pub(crate) fn customer(&self, idx: usize, iter: u64) -> (usize, &Customer) {
+        let total = self.customers.len();
+        let owned = total.saturating_sub(idx).div_ceil(self.users).max(1);
+        let n = (idx + (iter as usize % owned) * self.users) % total;
+        (n, &self.customers[n])
+    }
+
+    /// Some shopper other than shopper `n`.
+    pub(crate) fn intruder(&self, n: usize, rng: &mut Rng) -> &Customer {
+        let total = self.customers.len();
+        let offset = 1 + rng.range(0, total as i64 - 1) as usize;
+        &self.customers[(n + offset) % total]
+    }
+}
+
+/// The Goose scenario of `ctx.kind`: an on-start transaction that sets up the session, then
+/// one transaction per iteration.
+pub(crate) fn scenario(ctx: Arc<Ctx>) -> Scenario {
+    let init_ctx = ctx.clone();
+    let init: TransactionFunction = Arc::new(move |user| {
+        let ctx = init_ctx.clone();
+        Box::pin(async move {
+            let idx = user.weighted_users_index;
+            user.set_session_data(Session {
+                idx,
+                rng: Rng::new(ctx.seed, idx as u64),
+                iter: 0,
+            });
+            Ok(())
+        })
+    });
+    let kind = ctx.kind;
+    let body: TransactionFunction = Arc::new(move |user| {
+        let ctx = ctx.clone();
+        Box::pin(async move {
+            let mut session = user
+                .get_session_data::<Session>()
+                .cloned()
+                .unwrap_or_else(|| Session {
+                    idx: user.weighted_users_index,
+                    rng: Rng::new(ctx.seed, user.weighted_users_index as u64),
+                    iter: 0,
+                });
+            let result = match ctx.kind {
+                ScenarioKind::FlashSale => flash_sale::iteration(user, &ctx, &mut session).await,
+                ScenarioKind::Lifecycle => lifecycle::iteration(user, &ctx, &mut session).await,
+                ScenarioKind::Mixed => mixed::iteration(user, &ctx, &mut session).await,
+            };
+            session.iter += 1;
+            user.set_session_data(session);
+            result
+        })
+    });
+    Scenario::new(kind.name())
+        .register_transaction(Transaction::new(init).set_on_start().set_name("start"))
+        .register_transaction(Transaction::new(body).set_name(kind.name()))
+}

@@ -1,0 +1,152 @@
+//! Setup: a server to test (in-process by default, or `--target`), the scenario's
+//! templates created through the admin API, and the shoppers' tokens minted through it.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use uuid::Uuid;
+
+use crate::{
+    api::Api,
+    cli::Settings,
+    progress::phase,
+    server::InProcess,
+    templates::{self, TemplateInfo},
+};
+
+/// A shopper: a user id and its bearer token.
+#[derive(Debug, Clone)]
+pub(crate) struct Customer {
+    /// The user id.
+    pub id: Arc<str>,
+    /// Its bearer token.
+    pub token: Arc<str>,
+}
+
+/// Everything the load needs, and the server it runs against.
+pub(crate) struct Fixture {
+    /// API client (admin token inside).
+    pub api: Api,
+    /// Seeded templates, in plan order (the first is the scenario's main one).
+    pub templates: Vec<TemplateInfo>,
+    /// Shoppers with tokens.
+    pub customers: Vec<Customer>,
+    /// Short random tag making ids of this run unique on a shared server.
+    pub run_tag: String,
+    /// What was tested, for the report.
+    pub target_description: String,
+    /// The in-process server, if any.
+    pub server: Option<InProcess>,
+}
+
+/// How many admin calls run at once while seeding.
+const SEED_CONCURRENCY: usize = 16;
+
+/// Starts or reaches the server, seeds templates and mints tokens.
+pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
+    let (api, server, target_description) = match &s.target {
+        Some(url) => {
+            let token = s
+                .admin_token
+                .as_deref()
+                .context("--target needs --admin-token (or COUPON_ADMIN_TOKEN)")?;
+            phase("setup", format!("external target {url}"));
+            (
+                Api::new(url, token)?,
+                None,
+                format!("external server {url}"),
+            )
+        }
+        None => {
+            phase(
+                "setup",
+                format!(
+                    "provisioning backends and starting the in-process server (variant {})",
+                    s.variant.name()
+                ),
+            );
+            let server = InProcess::start(s.variant, s.persistence).await?;
+            let api = Api::new(&server.base_url, &server.admin_token)?;
+            let description = server.description.clone();
+            (api, Some(server), description)
+        }
+    };
+    api.wait_healthy(std::time::Duration::from_secs(10))
+        .await
+        .context("the server is not healthy")?;
+    let run_tag = Uuid::new_v4().simple().to_string()[..8].to_owned();
+    let mut templates = Vec::new();
+    for (role, spec) in templates::plan(s, &run_tag) {
+        let id = api
+            .create_template(&spec)
+            .await
+            .with_context(|| format!("creating template {:?}", spec.name))?;
+        templates.push(TemplateInfo::new(id, role, &spec));
+    }
+    phase(
+        "setup",
+        format!(
+            "{} template(s) created; minting {} user tokens",
+            templates.len(),
+            s.customers
+        ),
+    );
+    let customers = mint(&api, &run_tag, s.customers).await?;
+    phase("setup", format!("ready: {target_description}"));
+    Ok(Fixture {
+        api,
+        templates,
+        customers,
+        run_tag,
+        target_description,
+        server,
+    })
+}
+
+/// The user id of shopper `n` of run `tag`.
+fn customer_id(tag: &str, n: usize) -> String {
+    format!("lt{tag}-c{n}")
+}
+
+/// Mints `count` tokens, a few at a time.
+async fn mint(api: &Api, tag: &str, count: usize) -> anyhow::Result<Vec<Customer>> {
+    let mut out: Vec<Option<Customer>> = vec![None; count];
+    let mut next = 0usize;
+    let mut set = tokio::task::JoinSet::new();
+    while next < count || !set.is_empty() {
+        while next < count && set.len() < SEED_CONCURRENCY {
+            let api = api.clone();
+            let id = customer_id(tag, next);
+            let n = next;
+            set.spawn(async move {
+                let token = api.mint_token(&id).await;
+                (n, id, token)
+            });
+            next += 1;
+        }
+        if let Some(joined) = set.join_next().await {
+            let (n, id, token) = joined.context("minting task")?;
+            let token = token.with_context(|| format!("minting the token of {id}"))?;
+            out[n] = Some(Customer {
+                id: id.into(),
+                token: token.into(),
+            });
+        }
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn customer_ids_are_valid_user_ids() {
+        let id = customer_id("0123abcd", 19_999);
+        assert!(id.len() <= 64);
+        assert!(
+            id.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        );
+    }
+}

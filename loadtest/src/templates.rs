@@ -1,0 +1,165 @@
+//! The templates each scenario seeds, and what the runner remembers of them.
+
+use coupon_engine::{Discount, DiscountKind, NewTemplate, RefundPolicy};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::cli::{ScenarioKind, Settings};
+
+/// What a template is for in its scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Role {
+    /// The flash-sale template: small stock, raced for.
+    Hot,
+    /// Lifecycle template whose refunds give the coupon back to the user.
+    ReturnToUser,
+    /// Lifecycle template whose refunds give the stock back.
+    ReturnToStock,
+    /// Mixed: a percent discount with a cap, refunds to the user.
+    Everyday,
+    /// Mixed: a threshold discount (minimum order), refunds to stock.
+    Threshold,
+}
+
+/// A seeded template.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct TemplateInfo {
+    /// Its id on the server.
+    pub id: Uuid,
+    /// Its role in the scenario.
+    pub role: Role,
+    /// Display name.
+    pub name: String,
+    /// Total stock.
+    pub total_stock: i64,
+    /// Per-user limit.
+    pub per_user_limit: i32,
+    /// Refund policy.
+    pub refund_policy: RefundPolicy,
+    /// Discount kind.
+    pub discount: DiscountKind,
+    /// Minimum order amount, if any (minor units).
+    pub min_order_amount: Option<i64>,
+}
+
+/// The specs a scenario seeds, with their roles.
+pub(crate) fn plan(s: &Settings, run_tag: &str) -> Vec<(Role, NewTemplate)> {
+    let named = |what: &str| format!("loadtest {run_tag} {what}");
+    match s.scenario {
+        ScenarioKind::FlashSale => vec![(
+            Role::Hot,
+            NewTemplate::simple(
+                &named("flash sale"),
+                s.stock,
+                s.per_user_limit,
+                RefundPolicy::ReturnToStock,
+            ),
+        )],
+        ScenarioKind::Lifecycle => vec![
+            (
+                Role::ReturnToUser,
+                NewTemplate {
+                    extend_validity_on_refund: true,
+                    ..NewTemplate::simple(
+                        &named("lifecycle return_to_user"),
+                        s.stock,
+                        s.per_user_limit,
+                        RefundPolicy::ReturnToUser,
+                    )
+                },
+            ),
+            (
+                Role::ReturnToStock,
+                NewTemplate::simple(
+                    &named("lifecycle return_to_stock"),
+                    s.stock,
+                    s.per_user_limit,
+                    RefundPolicy::ReturnToStock,
+                ),
+            ),
+        ],
+        ScenarioKind::Mixed => vec![
+            (
+                Role::Hot,
+                NewTemplate::simple(
+                    &named("mixed hot"),
+                    s.stock,
+                    s.per_user_limit,
+                    RefundPolicy::ReturnToStock,
+                ),
+            ),
+            (
+                Role::Everyday,
+                NewTemplate {
+                    discount: Discount {
+                        kind: DiscountKind::Percent,
+                        amount: None,
+                        percent: Some(10),
+                        min_order_amount: None,
+                        max_discount: Some(2_000),
+                    },
+                    ..NewTemplate::simple(
+                        &named("mixed everyday"),
+                        1_000_000,
+                        5,
+                        RefundPolicy::ReturnToUser,
+                    )
+                },
+            ),
+            (
+                Role::Threshold,
+                NewTemplate {
+                    discount: Discount {
+                        kind: DiscountKind::Threshold,
+                        amount: Some(1_000),
+                        percent: None,
+                        min_order_amount: Some(5_000),
+                        max_discount: None,
+                    },
+                    ..NewTemplate::simple(
+                        &named("mixed threshold"),
+                        1_000_000,
+                        3,
+                        RefundPolicy::ReturnToStock,
+                    )
+                },
+            ),
+        ],
+    }
+}
+
+impl TemplateInfo {
+    /// What the runner keeps of a created template.
+    pub(crate) fn new(id: Uuid, role: Role, spec: &NewTemplate) -> Self {
+        Self {
+            id,
+            role,
+            name: spec.name.clone(),
+            total_stock: spec.total_stock,
+            per_user_limit: spec.per_user_limit,
+            refund_policy: spec.refund_policy,
+            discount: spec.discount.kind,
+            min_order_amount: spec.discount.min_order_amount,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Cli;
+    use clap::Parser;
+
+    #[test]
+    fn every_plan_validates() -> anyhow::Result<()> {
+        for scenario in ["flash-sale", "lifecycle", "mixed"] {
+            let s = Cli::try_parse_from(["x", scenario])?.settings()?;
+            for (_, spec) in plan(&s, "abc") {
+                spec.validate()
+                    .map_err(|e| anyhow::anyhow!("{scenario}: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+}
