@@ -140,7 +140,11 @@ pub(crate) async fn before_persist(
     request_id: &str,
 ) -> EngineResult<()> {
     if e.config().variant == Variant::D5 {
-        e.redis().remove_pending(template, &[request_id]).await?;
+        redis::cmd("HDEL")
+            .arg(e.redis().keys(template).pending)
+            .arg(request_id)
+            .query_async::<i64>(&mut e.redis().connection())
+            .await?;
     }
     Ok(())
 }

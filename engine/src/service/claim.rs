@@ -153,7 +153,7 @@ impl CouponEngine {
                     if let Err(e) = self
                         .inner
                         .redis
-                        .remove_pending(template_id, &[request_id])
+                        .remove_pending(template_id, &[(request_id, grant.coupon_id)])
                         .await
                     {
                         tracing::warn!(error = %e, %template_id, request_id, "pending intent left behind");
@@ -168,7 +168,13 @@ impl CouponEngine {
                     // give the Redis deduction back and answer with the stored coupon.
                     self.inner
                         .redis
-                        .release(template_id, request_id, user_id, grant.epoch)
+                        .release(
+                            template_id,
+                            request_id,
+                            user_id,
+                            grant.epoch,
+                            grant.coupon_id,
+                        )
                         .await?;
                     if owner != user_id {
                         return Err(EngineError::invalid(
@@ -193,7 +199,7 @@ impl CouponEngine {
                     // request id, so only the client's retry may reuse it.
                     self.inner
                         .redis
-                        .forget_request(template_id, request_id)
+                        .forget_request(template_id, request_id, grant.coupon_id)
                         .await?;
                     return Err(EngineError::Unavailable(
                         "the claim was fenced by a rebuild of the template's Redis state; \

@@ -144,7 +144,7 @@ async fn write_template(
     let mut done = Vec::with_capacity(intents.len());
     for (intent, verdict) in intents.iter().zip(&verdicts) {
         match verdict {
-            Persisted::Stored => done.push(intent.request_id.as_str()),
+            Persisted::Stored => done.push((intent.request_id.as_str(), intent.coupon_id)),
             Persisted::Duplicate { .. } => {
                 redis
                     .release(
@@ -152,6 +152,7 @@ async fn write_template(
                         &intent.request_id,
                         &intent.user_id,
                         intent.epoch,
+                        intent.coupon_id,
                     )
                     .await?;
             }

@@ -90,7 +90,7 @@ impl CouponEngine {
                 match verdict {
                     Persisted::Stored => {
                         report.pending_persisted += 1;
-                        done.push(intent.request_id.as_str());
+                        done.push((intent.request_id.as_str(), intent.coupon_id));
                     }
                     Persisted::Duplicate { .. } => {
                         self.inner
@@ -100,13 +100,14 @@ impl CouponEngine {
                                 &intent.request_id,
                                 &intent.user_id,
                                 intent.epoch,
+                                intent.coupon_id,
                             )
                             .await?;
                         report.pending_dropped += 1;
                     }
                     Persisted::Fenced | Persisted::EpochAhead => {
                         report.pending_dropped += 1;
-                        done.push(intent.request_id.as_str());
+                        done.push((intent.request_id.as_str(), intent.coupon_id));
                     }
                 }
             }

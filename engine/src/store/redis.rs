@@ -14,6 +14,8 @@ struct Scripts {
     unlock: Script,
     outbox_apply: Script,
     rebuild: Script,
+    unpend: Script,
+    forget: Script,
 }
 
 impl Scripts {
@@ -24,6 +26,8 @@ impl Scripts {
             unlock: Script::new(include_str!("../../lua/unlock.lua")),
             outbox_apply: Script::new(include_str!("../../lua/outbox_apply.lua")),
             rebuild: Script::new(include_str!("../../lua/rebuild.lua")),
+            unpend: Script::new(include_str!("../../lua/unpend.lua")),
+            forget: Script::new(include_str!("../../lua/forget.lua")),
         }
     }
 }
@@ -207,6 +211,7 @@ impl RedisStore {
         request_id: &str,
         user_id: &str,
         epoch: i64,
+        coupon_id: Uuid,
     ) -> RedisResult<bool> {
         let k = self.keys(template);
         let n: i64 = self
@@ -220,29 +225,44 @@ impl RedisStore {
             .arg(request_id)
             .arg(user_id)
             .arg(epoch)
+            .arg(coupon_id.to_string())
             .invoke_async(&mut self.conn.clone())
             .await?;
         Ok(n == 1)
     }
 
-    /// Removes a persisted intent from the pending hash.
-    pub async fn remove_pending(&self, template: Uuid, request_ids: &[&str]) -> RedisResult<()> {
-        if request_ids.is_empty() {
+    /// Removes persisted intents `(request_id, coupon_id)` from the pending hash, each only
+    /// if the pending intent is still that coupon's.
+    pub async fn remove_pending(
+        &self,
+        template: Uuid,
+        settled: &[(&str, Uuid)],
+    ) -> RedisResult<()> {
+        if settled.is_empty() {
             return Ok(());
         }
-        redis::cmd("HDEL")
-            .arg(self.keys(template).pending)
-            .arg(request_ids)
-            .query_async::<i64>(&mut self.conn.clone())
+        let pending = self.keys(template).pending;
+        let mut inv = self.scripts.unpend.key(&pending);
+        for (rid, coupon) in settled {
+            inv.arg(*rid).arg(coupon.to_string());
+        }
+        inv.invoke_async::<i64>(&mut self.conn.clone())
             .await
             .map(drop)
     }
 
-    /// Forgets the recorded outcome of a claim request.
-    pub async fn forget_request(&self, template: Uuid, request_id: &str) -> RedisResult<()> {
-        redis::cmd("DEL")
-            .arg(self.keys(template).req(request_id))
-            .query_async::<i64>(&mut self.conn.clone())
+    /// Forgets the recorded outcome of a claim request if it is still `coupon_id`'s.
+    pub async fn forget_request(
+        &self,
+        template: Uuid,
+        request_id: &str,
+        coupon_id: Uuid,
+    ) -> RedisResult<()> {
+        self.scripts
+            .forget
+            .key(self.keys(template).req(request_id))
+            .arg(coupon_id.to_string())
+            .invoke_async::<i64>(&mut self.conn.clone())
             .await
             .map(drop)
     }
