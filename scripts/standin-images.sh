@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 source "$here/engine/src/testkit/images.env"
 
 root=""
-cleanup() { [ -n "$root" ] && rm -rf "$root"; }
+cleanup() { if [ -n "$root" ]; then rm -rf "$root"; fi; }
 trap cleanup EXIT
 
 copy_bin() {  # copy a binary and its shared libraries into $root

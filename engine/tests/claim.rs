@@ -347,7 +347,9 @@ async fn a_duplicate_past_the_idempotency_window_gives_its_deduction_back() -> R
     let t = e.create_template(template(5, 2)).await?;
     let first = e.claim(t.id, "alice", "r1").await?;
     // The remembered outcome expires; the unique constraint must catch the retry.
-    e.redis().forget_request(t.id, "r1", first.coupon_id).await?;
+    e.redis()
+        .forget_request(t.id, "r1", first.coupon_id)
+        .await?;
     let again = e.claim(t.id, "alice", "r1").await?;
     assert_eq!(again.coupon_id, first.coupon_id);
     assert_eq!(e.remaining_stock(t.id).await?, Some(4));
