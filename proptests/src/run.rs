@@ -42,7 +42,7 @@ impl Default for RunConfig {
         Self {
             variant: Variant::Correct,
             persistence: Persistence::Sync,
-            op_timeout: Duration::from_secs(5),
+            op_timeout: Duration::from_secs(15),
         }
     }
 }
