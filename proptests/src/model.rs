@@ -361,6 +361,7 @@ impl fmt::Display for State {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::op::fixtures::{claim, coupon, redeem, refund};
 
     fn spec(stock: i64, limit: i64, policy: Policy) -> TemplateSpec {
         TemplateSpec {
@@ -368,37 +369,6 @@ mod tests {
             stock,
             per_user_limit: limit,
             policy,
-        }
-    }
-
-    fn coupon(req: &str) -> CouponRef {
-        CouponRef {
-            template: 0,
-            request_id: req.into(),
-        }
-    }
-
-    fn claim(user: &str, req: &str) -> Op {
-        Op::Claim {
-            template: 0,
-            user: user.into(),
-            request_id: req.into(),
-        }
-    }
-
-    fn redeem(req: &str, user: &str, order: &str) -> Op {
-        Op::Redeem {
-            coupon: coupon(req),
-            user: user.into(),
-            order_id: order.into(),
-        }
-    }
-
-    fn refund(req: &str, user: &str, order: &str) -> Op {
-        Op::Refund {
-            coupon: coupon(req),
-            user: user.into(),
-            order_id: order.into(),
         }
     }
 

@@ -291,3 +291,44 @@ mod tests {
         }
     }
 }
+
+/// Short constructors for tests, all on template 0.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::{CouponRef, Op};
+
+    /// The coupon of claim `req` on template 0.
+    pub(crate) fn coupon(req: &str) -> CouponRef {
+        CouponRef {
+            template: 0,
+            request_id: req.into(),
+        }
+    }
+
+    /// A claim on template 0.
+    pub(crate) fn claim(user: &str, req: &str) -> Op {
+        Op::Claim {
+            template: 0,
+            user: user.into(),
+            request_id: req.into(),
+        }
+    }
+
+    /// A redeem of the coupon of claim `req`.
+    pub(crate) fn redeem(req: &str, user: &str, order: &str) -> Op {
+        Op::Redeem {
+            coupon: coupon(req),
+            user: user.into(),
+            order_id: order.into(),
+        }
+    }
+
+    /// A refund of the coupon of claim `req`.
+    pub(crate) fn refund(req: &str, user: &str, order: &str) -> Op {
+        Op::Refund {
+            coupon: coupon(req),
+            user: user.into(),
+            order_id: order.into(),
+        }
+    }
+}

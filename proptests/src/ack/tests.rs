@@ -1,37 +1,17 @@
 //! Final states that agree and disagree with what clients were told.
 
 use super::*;
-use crate::op::Refusal;
-
-fn coupon_ref(req: &str) -> CouponRef {
-    CouponRef {
-        template: 0,
-        request_id: req.into(),
-    }
-}
-
-fn claim(user: &str, req: &str) -> Op {
-    Op::Claim {
-        template: 0,
-        user: user.into(),
-        request_id: req.into(),
-    }
-}
+use crate::op::{
+    Refusal,
+    fixtures::{self, claim, coupon as coupon_ref},
+};
 
 fn redeem(req: &str, order: &str) -> Op {
-    Op::Redeem {
-        coupon: coupon_ref(req),
-        user: "a".into(),
-        order_id: order.into(),
-    }
+    fixtures::redeem(req, "a", order)
 }
 
 fn refund(req: &str, order: &str) -> Op {
-    Op::Refund {
-        coupon: coupon_ref(req),
-        user: "a".into(),
-        order_id: order.into(),
-    }
+    fixtures::refund(req, "a", order)
 }
 
 fn at(op: Op, call: u64, ret: Option<u64>, outcome: Outcome) -> Operation {

@@ -4,10 +4,11 @@
 use std::time::Instant;
 
 use super::*;
+use crate::op::fixtures::{claim, coupon, redeem, refund};
 use crate::{
     history::{Event, EventKind},
     model::step,
-    op::{CouponRef, Policy},
+    op::Policy,
 };
 
 fn spec(stock: i64, limit: i64) -> TemplateSpec {
@@ -21,37 +22,6 @@ fn spec(stock: i64, limit: i64) -> TemplateSpec {
 
 fn init(stock: i64, limit: i64) -> State {
     State::new(&[spec(stock, limit)])
-}
-
-fn coupon(req: &str) -> CouponRef {
-    CouponRef {
-        template: 0,
-        request_id: req.into(),
-    }
-}
-
-fn claim(user: &str, req: &str) -> Op {
-    Op::Claim {
-        template: 0,
-        user: user.into(),
-        request_id: req.into(),
-    }
-}
-
-fn redeem(req: &str, user: &str, order: &str) -> Op {
-    Op::Redeem {
-        coupon: coupon(req),
-        user: user.into(),
-        order_id: order.into(),
-    }
-}
-
-fn refund(req: &str, user: &str, order: &str) -> Op {
-    Op::Refund {
-        coupon: coupon(req),
-        user: user.into(),
-        order_id: order.into(),
-    }
 }
 
 fn operation(process: u32, op: Op, call: u64, ret: Option<u64>, outcome: Outcome) -> Operation {
