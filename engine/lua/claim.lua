@@ -5,11 +5,11 @@
 -- Returns {'ok', coupon_id, remaining, epoch, claimed_at_ms, fresh, pending}
 --      or {'stock_empty'} | {'user_limit'} | {'not_initialised'} | {'request_conflict'}
 local stock = redis.call('GET', KEYS[1])
-if not stock then
-  -- Absent is NOT zero: the keys were lost and must be rebuilt from Postgres.
+local epoch = redis.call('GET', KEYS[5])
+if not stock or not epoch then
+  -- Absent is NOT zero: the keys were lost (or evicted) and must be rebuilt from Postgres.
   return {'not_initialised'}
 end
-local epoch = redis.call('GET', KEYS[5]) or '0'
 local prior = redis.call('GET', KEYS[3])
 if prior then
   local coupon, user, remaining, prior_epoch, at =

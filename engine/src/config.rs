@@ -50,6 +50,14 @@ pub struct EngineConfig {
     pub batch_interval: Duration,
     /// A pending intent older than this is persisted by the reconciler.
     pub stale_pending_after: Duration,
+    /// Sync mode: most claims Postgres decides in one transaction (group commit).
+    pub group_commit_max: usize,
+    /// Sync mode: longest a claim waits for others to join its batch. Zero (the default)
+    /// adds no latency: a batch is whatever queued while the previous one committed.
+    pub group_commit_wait: Duration,
+    /// How often Redis's `run_id` is compared with the one its state was built against
+    /// (zero: only when the reconciler runs).
+    pub identity_check_interval: Duration,
     /// The correct engine, or (feature `mutants`) a deliberately broken one.
     pub variant: Variant,
 }
@@ -76,6 +84,9 @@ impl Default for EngineConfig {
             batch_size: 256,
             batch_interval: Duration::from_millis(5),
             stale_pending_after: Duration::from_secs(5),
+            group_commit_max: 512,
+            group_commit_wait: Duration::ZERO,
+            identity_check_interval: Duration::from_secs(1),
             variant: Variant::Correct,
         }
     }

@@ -20,6 +20,9 @@ pub enum Failpoint {
     RefundAfterCommit,
     /// Inside the redeem transaction, after the UPDATE, before the use-log INSERT.
     RedeemAfterUpdate,
+    /// Inside a rebuild, after Redis was written, before the Postgres commit (an aborted
+    /// rebuild: client gone, backend terminated, reply timeout).
+    RebuildAfterRedis,
 }
 
 /// What an armed failpoint does when reached.

@@ -330,6 +330,8 @@ async fn refund_both(
         .await?;
     let t = e.template(template_id).await?;
     if t.spec.refund_policy == RefundPolicy::ReturnToStock {
+        // Both stores get the stock back, while the coupon stays live.
+        postgres::return_to_stock(&mut *e.pool().acquire().await?, template_id).await?;
         redis::cmd("INCR")
             .arg(e.redis().keys(template_id).stock)
             .query_async::<i64>(&mut e.redis().connection())

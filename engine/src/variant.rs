@@ -43,6 +43,10 @@ pub enum Variant {
     /// D7: "no idempotency key: a client retry after a timeout claims twice."
     #[cfg(feature = "mutants")]
     D7,
+    /// D8: the claim batch inserts whatever Redis admitted, with no stock or limit check in
+    /// Postgres (the round-1 behaviour): a stale Redis oversells.
+    #[cfg(feature = "mutants")]
+    D8,
 }
 
 impl Variant {
@@ -68,7 +72,22 @@ impl Variant {
             Self::D6b,
             #[cfg(feature = "mutants")]
             Self::D7,
+            #[cfg(feature = "mutants")]
+            Self::D8,
         ]
+    }
+
+    /// Whether Postgres checks what Redis admitted. Besides D8 itself, the Redis-side
+    /// defects (D1, D6, D6b) keep the round-1 trust in Redis they were written against:
+    /// under arbitration they could no longer oversell, and the harness must still show it
+    /// catches them where nothing backs Redis up.
+    pub fn arbitration(self) -> crate::store::arbiter::Arbitration {
+        use crate::store::arbiter::Arbitration;
+        match self {
+            #[cfg(feature = "mutants")]
+            Self::D1 | Self::D6 | Self::D6b | Self::D8 => Arbitration::TrustRedis,
+            _ => Arbitration::Enforced,
+        }
     }
 
     /// The name used on command lines (`correct`, `d1`, …).

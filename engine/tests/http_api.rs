@@ -464,3 +464,35 @@ async fn openapi_lists_every_route_and_metrics_parse() {
     );
     assert!(text.contains("coupon_pending_intents 0"), "{text}");
 }
+
+#[tokio::test]
+async fn identical_claims_in_flight_at_once_all_answer_the_same_coupon() {
+    // A client retry racing its own original is normal traffic: each of 1,000 rounds sends
+    // the same request four times at once; all four must get the one coupon, never a 5xx.
+    let app = spawn_app().await;
+    let t = app.template(1_000_000, 10_000, "return_to_stock").await;
+    let rounds = 1_000;
+    for round in 0..rounds {
+        let rid = format!("same-{round}");
+        let answers = futures::future::join_all((0..4).map(|_| app.claim(&t, "carol", &rid))).await;
+        let first = answers[0].1["coupon_id"].clone();
+        for (s, body) in &answers {
+            assert_eq!(*s, StatusCode::CREATED, "round {round}: {body}");
+            assert_eq!(body["coupon_id"], first, "round {round}: {answers:?}");
+        }
+    }
+    let (s, mine) = app
+        .call(
+            Method::GET,
+            "/v1/users/me/coupons",
+            Some(&user("carol")),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        mine.as_array().map(Vec::len),
+        Some(rounds),
+        "one coupon per round"
+    );
+}

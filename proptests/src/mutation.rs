@@ -42,6 +42,21 @@ pub struct MutantScore {
     pub seconds: f64,
 }
 
+/// The variants to score: all compiled in, or those named in `COUPON_VARIANTS`
+/// (comma-separated, e.g. `correct,d8`) to focus a run.
+pub fn selected_variants() -> Vec<Variant> {
+    match std::env::var("COUPON_VARIANTS") {
+        Ok(list) if !list.trim().is_empty() => Variant::all()
+            .into_iter()
+            .filter(|v| {
+                list.split(',')
+                    .any(|n| n.trim().eq_ignore_ascii_case(&v.name()))
+            })
+            .collect(),
+        _ => Variant::all(),
+    }
+}
+
 /// What each variant breaks.
 pub fn defect(v: Variant) -> &'static str {
     match v.name().as_str() {
@@ -54,6 +69,7 @@ pub fn defect(v: Variant) -> &'static str {
         "d6" => "missing stock key rebuilt from total_stock",
         "d6b" => "rebuild counts rows without fencing late writers",
         "d7" => "no idempotency key: retries claim again",
+        "d8" => "claim batch inserts whatever Redis admitted: no stock or limit check in Postgres",
         _ => "none (the real engine)",
     }
 }
@@ -61,7 +77,7 @@ pub fn defect(v: Variant) -> &'static str {
 /// Most faults per case for a variant: defects that only show under faults get them.
 pub fn max_faults(v: Variant) -> usize {
     match v.name().as_str() {
-        "d3" | "d5" | "d5b" | "d6" | "d6b" => 3,
+        "d3" | "d5" | "d5b" | "d6" | "d6b" | "d8" => 3,
         _ => 0,
     }
 }
@@ -69,12 +85,40 @@ pub fn max_faults(v: Variant) -> usize {
 /// The scenarios a variant is tested with. The unfenced rebuild (D6b) only shows when a
 /// claim is between its Redis deduct and its insert while the keys are lost, so its cases
 /// always hold claims there and drop the keys meanwhile (the rebuild race of DESIGN §5.1).
+/// Trusting Redis (D8) only shows when Redis comes back stale while claims go on, so its
+/// cases always restart Redis from an older snapshot mid-run.
 fn strategy(v: Variant, cfg: &PropertyConfig) -> BoxedStrategy<Scenario> {
     let base = scenarios(cfg.max_processes, cfg.max_ops, cfg.max_faults);
-    if v.name() != "d6b" {
-        return base.boxed();
+    match v.name().as_str() {
+        "d6b" => rebuild_race(base),
+        "d8" => stale_restart(base),
+        _ => base.boxed(),
     }
-    rebuild_race(base)
+}
+
+fn stale_restart(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStrategy<Scenario> {
+    (base, 10u64..=30, 0u64..=3, 5u64..=40)
+        .prop_map(|(mut s, delay, snapshot_at, lag_ms)| {
+            // Tight templates, so what a stale Redis admits again is over a bound.
+            for t in &mut s.templates {
+                t.stock = t.stock.min(3);
+                t.per_user_limit = 1;
+            }
+            s.faults = vec![
+                // Slowed claims span the restart: admitted before it (and lost by it),
+                // and after it, against the stale counters.
+                TimedFault {
+                    at_ms: 0,
+                    fault: Fault::DelayClaimAfterRedis { ms: delay },
+                },
+                TimedFault {
+                    at_ms: snapshot_at,
+                    fault: Fault::StaleRdbRestart { lag_ms },
+                },
+            ];
+            s
+        })
+        .boxed()
 }
 
 fn rebuild_race(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStrategy<Scenario> {
@@ -109,19 +153,30 @@ pub fn score(v: Variant, cases: u32, shrink: u32) -> MutantScore {
         ..PropertyConfig::new(&format!("mutant_{}", v.name()), cases, run)
     };
     let mut o = check_with(&cfg, strategy(v, &cfg));
-    if v == Variant::Correct && o.passed() {
-        // The correct engine must also pass the runs aimed at the rebuild race.
-        let race = PropertyConfig {
-            name: "correct_rebuild_race".into(),
-            cases: cases.div_ceil(2),
-            ..cfg.clone()
-        };
-        let elapsed = o.elapsed;
-        o = check_with(
-            &race,
-            rebuild_race(scenarios(race.max_processes, race.max_ops, 0)),
-        );
-        o.elapsed += elapsed;
+    if v == Variant::Correct {
+        // The correct engine must also pass the runs aimed at the rebuild race (D6b) and at
+        // a stale Redis (D8).
+        type Aimed = fn(BoxedStrategy<Scenario>) -> BoxedStrategy<Scenario>;
+        let aimed: [(&str, Aimed); 2] = [
+            ("correct_rebuild_race", |b| rebuild_race(b)),
+            ("correct_stale_restart", |b| stale_restart(b)),
+        ];
+        for (name, aim) in aimed {
+            if !o.passed() {
+                break;
+            }
+            let run = PropertyConfig {
+                name: name.into(),
+                cases: cases.div_ceil(2),
+                ..cfg.clone()
+            };
+            let elapsed = o.elapsed;
+            o = check_with(
+                &run,
+                aim(scenarios(run.max_processes, run.max_ops, 0).boxed()),
+            );
+            o.elapsed += elapsed;
+        }
     }
     MutantScore {
         variant: v.name(),

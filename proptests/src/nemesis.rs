@@ -6,13 +6,13 @@ use std::{sync::Arc, time::Duration};
 use coupon_engine::{
     CouponEngine,
     failpoint::{FailAction, Failpoint},
-    testkit::local::LocalRedis,
+    testkit::{ProvisionError, local::LocalRedis},
 };
 use sqlx::Connection;
 use tokio::sync::Mutex;
 use uuid::Uuid;
 
-use crate::scenario::{Fault, TimedFault};
+use crate::scenario::{EvictedKey, Fault, TimedFault};
 
 /// What the nemesis acts on.
 pub struct Target {
@@ -52,6 +52,7 @@ pub async fn heal(target: &Target) {
         Failpoint::ClaimAfterPersist,
         Failpoint::RefundAfterCommit,
         Failpoint::RedeemAfterUpdate,
+        Failpoint::RebuildAfterRedis,
     ] {
         fp.disarm(p);
     }
@@ -64,12 +65,11 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
     let fp = t.engine.failpoints();
     Ok(match fault {
         Fault::DropTemplateKeys { template } => {
-            let id = t
-                .templates
-                .get(*template as usize)
-                .copied()
-                .unwrap_or_default();
-            let n = t.engine.redis().drop_template_keys(id).await?;
+            let n = t
+                .engine
+                .redis()
+                .drop_template_keys(template_id(t, *template))
+                .await?;
             format!("dropped {n} keys")
         }
         Fault::ScriptFlush => {
@@ -108,8 +108,7 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
             arm(fp, Failpoint::RedeemAfterUpdate, FailAction::Error(*n))
         }
         Fault::KillRedis => {
-            let r = own_redis(t)?.clone();
-            tokio::task::spawn_blocking(move || r.blocking_lock().restart()).await??;
+            blocking(own_redis(t)?, LocalRedis::restart).await?;
             "redis killed (SIGKILL) and restarted empty".into()
         }
         Fault::PauseRedis { ms } => {
@@ -119,7 +118,56 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
             r.lock().await.signal("CONT")?;
             format!("redis paused {ms}ms")
         }
+        Fault::StaleRdbRestart { lag_ms } => {
+            let r = own_redis(t)?.clone();
+            let rdb = blocking(&r, |r| r.snapshot_rdb()).await?;
+            tokio::time::sleep(Duration::from_millis(*lag_ms)).await;
+            blocking(&r, move |r| r.restart_from_rdb(&rdb)).await?;
+            format!("redis restarted from an RDB snapshot taken {lag_ms}ms earlier")
+        }
+        Fault::AofLossRestart { lag_ms } => {
+            let r = own_redis(t)?.clone();
+            let aof = blocking(&r, |r| r.copy_aof()).await?;
+            tokio::time::sleep(Duration::from_millis(*lag_ms)).await;
+            blocking(&r, move |r| r.restart_from_aof(&aof)).await?;
+            format!("redis restarted from an AOF copied {lag_ms}ms earlier")
+        }
+        Fault::EvictKey { template, key } => {
+            let keys = t.engine.redis().keys(template_id(t, *template));
+            let name = match key {
+                EvictedKey::Claimed => keys.claimed.clone(),
+                EvictedKey::Epoch => keys.epoch.clone(),
+                EvictedKey::Req(n) => keys.req(&format!("r{n}")),
+            };
+            let n: i64 = redis::cmd("DEL")
+                .arg(&name)
+                .query_async(&mut t.engine.redis().connection())
+                .await?;
+            format!("evicted {key:?} ({n} key)")
+        }
+        Fault::AbortRebuild { template } => {
+            fp.arm(Failpoint::RebuildAfterRedis, FailAction::Error(1));
+            let n = t
+                .engine
+                .redis()
+                .drop_template_keys(template_id(t, *template))
+                .await?;
+            format!("dropped {n} keys; the next rebuild dies after its Redis write")
+        }
     })
+}
+
+fn template_id(t: &Target, index: u32) -> Uuid {
+    t.templates.get(index as usize).copied().unwrap_or_default()
+}
+
+/// Runs a blocking operation on the case's own Redis off the async workers.
+async fn blocking<T: Send + 'static>(
+    r: &Arc<Mutex<LocalRedis>>,
+    f: impl FnOnce(&mut LocalRedis) -> Result<T, ProvisionError> + Send + 'static,
+) -> anyhow::Result<T> {
+    let r = r.clone();
+    Ok(tokio::task::spawn_blocking(move || f(&mut r.blocking_lock())).await??)
 }
 
 fn arm(fp: &coupon_engine::failpoint::Failpoints, point: Failpoint, action: FailAction) -> String {

@@ -11,7 +11,11 @@ use std::{
 use coupon_engine::{
     CouponEngine, EngineConfig, EngineError, NewTemplate, Persistence, ReconcileOptions,
     RefundPolicy, Variant,
-    testkit::{Backends, TestEnv, local::LocalRedis, shared_backends},
+    testkit::{
+        Backends, TestEnv,
+        local::{LocalRedis, RedisPersistence},
+        shared_backends,
+    },
 };
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
@@ -93,7 +97,10 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
     let own_redis = if scenario.faults.is_empty() {
         None
     } else {
-        Some(Arc::new(tokio::sync::Mutex::new(LocalRedis::start()?)))
+        // With AOF on, so the restarts that make Redis stale have something to restart from.
+        Some(Arc::new(tokio::sync::Mutex::new(LocalRedis::start_with(
+            RedisPersistence::Aof,
+        )?)))
     };
     let backends = match &own_redis {
         Some(r) => Arc::new(Backends::with_urls(
@@ -228,14 +235,9 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
     })
 }
 
-/// True if a fault of the scenario loses Redis state (keys dropped, server killed).
+/// True if a fault of the scenario loses or rolls back Redis state.
 pub fn loses_redis_state(scenario: &Scenario) -> bool {
-    scenario.faults.iter().any(|f| {
-        matches!(
-            f.fault,
-            crate::scenario::Fault::DropTemplateKeys { .. } | crate::scenario::Fault::KillRedis
-        )
-    })
+    scenario.faults.iter().any(|f| f.fault.loses_redis_state())
 }
 
 /// After the faults: drain the persister, then persist every pending intent and apply the

@@ -54,6 +54,59 @@ pub enum Fault {
         /// Pause length in milliseconds.
         ms: u64,
     },
+    /// `SAVE` an RDB snapshot, let the case run on for `lag_ms`, then SIGKILL the case's
+    /// Redis and restart it from that snapshot: its keys come back present but stale.
+    StaleRdbRestart {
+        /// Writes after the snapshot that the restart loses.
+        lag_ms: u64,
+    },
+    /// Copy the AOF (`appendfsync everysec`) as it is on disk, let the case run on for
+    /// `lag_ms`, then SIGKILL and restart from the copy: the loss of the last second.
+    AofLossRestart {
+        /// Writes after the copy that the restart loses.
+        lag_ms: u64,
+    },
+    /// Delete one key of a template, as `maxmemory` eviction would.
+    EvictKey {
+        /// Template index.
+        template: u32,
+        /// Which key.
+        key: EvictedKey,
+    },
+    /// Drop a template's keys and make the rebuild that follows die after writing Redis,
+    /// before its Postgres commit (client gone, backend terminated, reply timeout).
+    AbortRebuild {
+        /// Template index.
+        template: u32,
+    },
+}
+
+/// A template key the eviction fault deletes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvictedKey {
+    /// The per-user claimed counts.
+    Claimed,
+    /// The fencing epoch.
+    Epoch,
+    /// The recorded outcome of one request id (`r<n>`).
+    Req(u32),
+}
+
+impl Fault {
+    /// True if the fault loses or rolls back Redis state (keys dropped or evicted, a
+    /// restart empty or from older data, an aborted rebuild).
+    pub fn loses_redis_state(&self) -> bool {
+        matches!(
+            self,
+            Self::DropTemplateKeys { .. }
+                | Self::KillRedis
+                | Self::StaleRdbRestart { .. }
+                | Self::AofLossRestart { .. }
+                | Self::EvictKey { .. }
+                | Self::AbortRebuild { .. }
+        )
+    }
 }
 
 /// A fault and when it strikes, in ms after the processes are released.
@@ -129,16 +182,28 @@ fn op(templates: u32) -> impl Strategy<Value = Op> {
 
 fn fault(templates: u32) -> impl Strategy<Value = Fault> {
     prop_oneof![
-        (0..templates).prop_map(|template| Fault::DropTemplateKeys { template }),
-        Just(Fault::ScriptFlush),
-        Just(Fault::TerminateBackends),
-        (1u32..=3).prop_map(|n| Fault::FailClaimAfterRedis { n }),
-        (1u32..=3).prop_map(|n| Fault::FailClaimAfterPersist { n }),
-        (20u64..=200).prop_map(|ms| Fault::DelayClaimAfterRedis { ms }),
-        (1u32..=3).prop_map(|n| Fault::FailRefundAfterCommit { n }),
-        (1u32..=3).prop_map(|n| Fault::FailRedeemAfterUpdate { n }),
-        Just(Fault::KillRedis),
-        (50u64..=300).prop_map(|ms| Fault::PauseRedis { ms }),
+        1 => (0..templates).prop_map(|template| Fault::DropTemplateKeys { template }),
+        1 => Just(Fault::ScriptFlush),
+        1 => Just(Fault::TerminateBackends),
+        1 => (1u32..=3).prop_map(|n| Fault::FailClaimAfterRedis { n }),
+        1 => (1u32..=3).prop_map(|n| Fault::FailClaimAfterPersist { n }),
+        1 => (20u64..=200).prop_map(|ms| Fault::DelayClaimAfterRedis { ms }),
+        1 => (1u32..=3).prop_map(|n| Fault::FailRefundAfterCommit { n }),
+        1 => (1u32..=3).prop_map(|n| Fault::FailRedeemAfterUpdate { n }),
+        1 => Just(Fault::KillRedis),
+        1 => (50u64..=300).prop_map(|ms| Fault::PauseRedis { ms }),
+        2 => (5u64..=120).prop_map(|lag_ms| Fault::StaleRdbRestart { lag_ms }),
+        2 => (5u64..=120).prop_map(|lag_ms| Fault::AofLossRestart { lag_ms }),
+        1 => (0..templates, evicted_key()).prop_map(|(template, key)| Fault::EvictKey { template, key }),
+        1 => (0..templates).prop_map(|template| Fault::AbortRebuild { template }),
+    ]
+}
+
+fn evicted_key() -> impl Strategy<Value = EvictedKey> {
+    prop_oneof![
+        Just(EvictedKey::Claimed),
+        Just(EvictedKey::Epoch),
+        (0..REQUESTS).prop_map(EvictedKey::Req),
     ]
 }
 

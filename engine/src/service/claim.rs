@@ -1,4 +1,5 @@
-//! Claim (领券), the hot path: one Redis script, then roll-forward persistence (DESIGN §5.1).
+//! Claim (领券), the hot path: one Redis script admits, then (sync mode) the claim joins its
+//! template's group commit and Postgres decides (docs/ARCHITECTURE.md, "Claim").
 
 use serde::Serialize;
 use uuid::Uuid;
@@ -9,8 +10,10 @@ use crate::{
     domain::ids::{validate_request_id, validate_user_id},
     error::{EngineError, EngineResult},
     failpoint::Failpoint,
+    service::rebuild::Trigger,
     store::{
-        postgres::{self, Persisted},
+        arbiter::Verdict,
+        postgres,
         redis::{ClaimScript, Grant, PendingIntent},
     },
 };
@@ -113,7 +116,7 @@ impl CouponEngine {
                     ));
                 }
                 ClaimScript::NotInitialised => {
-                    self.rebuild(template_id).await?;
+                    self.resync(template_id, Trigger::Missing).await?;
                     continue;
                 }
             };
@@ -123,17 +126,31 @@ impl CouponEngine {
                 remaining_stock: grant.remaining,
                 replay: !grant.fresh,
             };
-            if !grant.pending {
-                return Ok(receipt);
-            }
-            let intent = intent(template_id, request_id, user_id, &grant);
             if cfg.persistence == Persistence::Async {
                 if grant.fresh
+                    && grant.pending
                     && let Some(p) = &self.inner.persister
                 {
-                    p.submit(intent).await;
+                    p.submit(intent(template_id, request_id, user_id, &grant))
+                        .await;
                 }
                 return Ok(receipt);
+            }
+            if !grant.pending {
+                // A replay of a settled grant answers only what Postgres holds: the grant
+                // may have been refused, fenced or dropped by the reconciler since.
+                match postgres::claim_by_request(&self.inner.pg, template_id, request_id).await? {
+                    Some((coupon_id, owner)) => {
+                        return replay_of(receipt, coupon_id, &owner, user_id);
+                    }
+                    None => {
+                        self.inner
+                            .redis
+                            .forget_request(template_id, request_id, grant.coupon_id)
+                            .await?;
+                        continue;
+                    }
+                }
             }
             #[cfg(feature = "mutants")]
             crate::mutants::before_persist(self, template_id, request_id).await?;
@@ -141,9 +158,16 @@ impl CouponEngine {
                 .failpoints
                 .hit(Failpoint::ClaimAfterRedis)
                 .await?;
-            let verdict = postgres::persist_intents(&self.inner.pg, &template, &[intent]).await?;
-            match verdict.first() {
-                Some(Persisted::Stored) => {
+            let verdict = self
+                .inner
+                .batcher
+                .decide(
+                    template.clone(),
+                    intent(template_id, request_id, user_id, &grant),
+                )
+                .await?;
+            match verdict {
+                Verdict::Stored => {
                     self.inner
                         .failpoints
                         .hit(Failpoint::ClaimAfterPersist)
@@ -160,10 +184,10 @@ impl CouponEngine {
                     }
                     return Ok(receipt);
                 }
-                Some(Persisted::Duplicate {
+                Verdict::Duplicate {
                     coupon_id,
                     user_id: owner,
-                }) => {
+                } => {
                     // Past the idempotency window the unique constraint is the backstop:
                     // give the Redis deduction back and answer with the stored coupon.
                     self.inner
@@ -176,30 +200,37 @@ impl CouponEngine {
                             grant.coupon_id,
                         )
                         .await?;
-                    if owner != user_id {
-                        return Err(EngineError::invalid(
-                            "request_id was already used by another user",
-                        ));
-                    }
-                    return Ok(ClaimReceipt {
-                        coupon_id: *coupon_id,
-                        replay: true,
-                        ..receipt
+                    return replay_of(receipt, coupon_id, &owner, user_id);
+                }
+                Verdict::StockEmpty | Verdict::UserLimit => {
+                    // Redis admitted what Postgres refused: Redis is stale (an old snapshot,
+                    // a lagging replica, an evicted key). The refusal stands; Redis is
+                    // rebuilt from Postgres before it admits again.
+                    self.resync_after_refusal(template_id, grant.epoch).await;
+                    return Err(match verdict {
+                        Verdict::StockEmpty => EngineError::StockEmpty,
+                        _ => EngineError::UserLimit {
+                            limit: template.spec.per_user_limit,
+                        },
                     });
                 }
-                Some(Persisted::EpochAhead) => {
+                Verdict::EpochAhead => {
                     // Redis holds a rebuild that never committed: rebuild it again.
                     tracing::warn!(%template_id, "redis epoch ahead of postgres; rebuilding");
-                    self.inner.redis.drop_template_keys(template_id).await?;
+                    self.resync(template_id, Trigger::Disagrees(grant.epoch))
+                        .await?;
                     continue;
                 }
-                Some(Persisted::Fenced) | None => {
-                    // A rebuild counted without this claim: it fails, unacknowledged (DESIGN
-                    // §5.1). Not retried here: others may have seen its reservation of the
-                    // request id, so only the client's retry may reuse it.
+                Verdict::Fenced => {
+                    // A rebuild counted without this claim: it fails, unacknowledged. Not
+                    // retried here: others may have seen its reservation of the request
+                    // id, so only the client's retry may reuse it. A Redis still at the
+                    // old epoch (restored from before the rebuild) is rebuilt first.
                     self.inner
                         .redis
                         .forget_request(template_id, request_id, grant.coupon_id)
+                        .await?;
+                    self.resync(template_id, Trigger::Disagrees(grant.epoch))
                         .await?;
                     return Err(EngineError::Unavailable(
                         "the claim was fenced by a rebuild of the template's Redis state; \
@@ -213,6 +244,34 @@ impl CouponEngine {
             "the claim could not settle while the template was being rebuilt".into(),
         ))
     }
+
+    /// After Postgres refused what Redis admitted. The claim's answer does not depend on
+    /// this repair, so a failure is logged, not returned.
+    async fn resync_after_refusal(&self, template_id: Uuid, epoch: i64) {
+        tracing::warn!(%template_id, epoch, "postgres refused a claim redis admitted; rebuilding redis");
+        if let Err(e) = self.resync(template_id, Trigger::Disagrees(epoch)).await {
+            tracing::warn!(error = %e, %template_id, "rebuild after a refusal failed; the reconciler retries");
+        }
+    }
+}
+
+/// The answer for a request id Postgres already holds.
+fn replay_of(
+    receipt: ClaimReceipt,
+    coupon_id: Uuid,
+    owner: &str,
+    user_id: &str,
+) -> EngineResult<ClaimReceipt> {
+    if owner != user_id {
+        return Err(EngineError::invalid(
+            "request_id was already used by another user",
+        ));
+    }
+    Ok(ClaimReceipt {
+        coupon_id,
+        replay: coupon_id != receipt.coupon_id || receipt.replay,
+        ..receipt
+    })
 }
 
 fn intent(template_id: Uuid, request_id: &str, user_id: &str, g: &Grant) -> PendingIntent {

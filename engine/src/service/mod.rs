@@ -1,7 +1,9 @@
 //! The coupon service: composes the Redis and Postgres stores into the flows of DESIGN §5.
 
+mod batcher;
 mod claim;
 mod expire;
+mod identity;
 mod outbox;
 mod persister;
 mod rebuild;
@@ -11,7 +13,10 @@ mod refund;
 
 use std::{
     collections::HashMap,
-    sync::{Arc, RwLock},
+    sync::{
+        Arc, RwLock, Weak,
+        atomic::{AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -20,8 +25,9 @@ use time::OffsetDateTime;
 use tokio::sync::Mutex;
 use uuid::Uuid;
 
+pub use batcher::{BATCH_BUCKETS, BatchHistogram, BatchLimits};
 pub use claim::ClaimReceipt;
-pub use rebuild::Rebuilt;
+pub use rebuild::{Rebuilt, Trigger};
 pub(crate) use reconcile::pending_per_user;
 pub use reconcile::{ReconcileOptions, ReconcileReport, TemplateDrift};
 pub use redeem::Redemption;
@@ -36,7 +42,11 @@ use crate::{
     },
     error::{EngineError, EngineResult},
     failpoint::Failpoints,
-    store::{postgres, redis::RedisStore},
+    store::{
+        arbiter::{self, Verdict},
+        postgres,
+        redis::{PendingIntent, RedisStore},
+    },
 };
 
 /// How long a cached template is trusted before it is read again (status changes by
@@ -55,8 +65,11 @@ struct Inner {
     config: EngineConfig,
     templates: RwLock<HashMap<Uuid, (Instant, Arc<Template>)>>,
     persister: Option<persister::Handle>,
+    batcher: batcher::Batcher,
     shutdown: Mutex<Option<tokio::task::JoinHandle<()>>>,
     failpoints: Failpoints,
+    /// Async mode: acknowledged claims Postgres refused (lost acknowledgements).
+    acks_refused: AtomicU64,
 }
 
 impl std::fmt::Debug for Inner {
@@ -68,33 +81,45 @@ impl std::fmt::Debug for Inner {
 }
 
 impl CouponEngine {
-    /// Builds an engine on an existing pool (migrated) and Redis store. In async mode this
-    /// starts the persister task; call [`CouponEngine::shutdown`] to drain it.
+    /// Builds an engine on an existing pool (migrated) and Redis store. Starts the task that
+    /// watches Redis's identity and, in async mode, the persister; call
+    /// [`CouponEngine::shutdown`] to drain it. Must be called inside a Tokio runtime.
     pub fn new(pg: PgPool, redis: RedisStore, config: EngineConfig) -> Self {
-        let failpoints = Failpoints::default();
-        let (persister, task) = match config.persistence {
-            Persistence::Sync => (None, None),
-            Persistence::Async => {
-                let (handle, task) = persister::spawn(
-                    pg.clone(),
-                    redis.clone(),
-                    config.batch_size,
-                    config.batch_interval,
-                );
-                (Some(handle), Some(task))
-            }
+        let limits = BatchLimits {
+            max_batch: config.group_commit_max,
+            max_wait: config.group_commit_wait,
         };
-        Self {
-            inner: Arc::new(Inner {
+        let batcher = batcher::Batcher::new(pg.clone(), limits, config.variant.arbitration());
+        let mut task = None;
+        let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
+            let persister = match config.persistence {
+                Persistence::Sync => None,
+                Persistence::Async => {
+                    let (handle, t) =
+                        persister::spawn(weak.clone(), config.batch_size, config.batch_interval);
+                    task = Some(t);
+                    Some(handle)
+                }
+            };
+            Inner {
                 pg,
                 redis,
                 config,
                 templates: RwLock::new(HashMap::new()),
                 persister,
-                shutdown: Mutex::new(task),
-                failpoints,
-            }),
+                batcher,
+                shutdown: Mutex::new(None),
+                failpoints: Failpoints::default(),
+                acks_refused: AtomicU64::new(0),
+            }
+        });
+        if let Ok(mut slot) = inner.shutdown.try_lock() {
+            *slot = task;
         }
+        // Only now: a task spawned inside `new_cyclic` may run before the engine exists,
+        // find nothing to upgrade to, and end.
+        identity::spawn_watch(Arc::downgrade(&inner), inner.config.identity_check_interval);
+        Self { inner }
     }
 
     /// Connects to Redis and Postgres, applies migrations and builds the engine.
@@ -175,6 +200,28 @@ impl CouponEngine {
             cache.insert(t.id, (Instant::now(), t.clone()));
         }
         t
+    }
+
+    /// Has Postgres decide a batch of admitted intents of one template (async persister,
+    /// reconciler; sync claims go through the group commit instead).
+    pub(crate) async fn decide_intents(
+        &self,
+        template: &Template,
+        intents: &[PendingIntent],
+    ) -> EngineResult<Vec<Verdict>> {
+        let arbitration = self.inner.config.variant.arbitration();
+        arbiter::decide_batch(&self.inner.pg, template, intents, arbitration).await
+    }
+
+    /// Sizes of the claim batches committed so far (sync mode's group commit).
+    pub fn batch_sizes(&self) -> BatchHistogram {
+        self.inner.batcher.stats().snapshot()
+    }
+
+    /// Async mode: acknowledged claims that Postgres refused since start (each one a lost
+    /// acknowledgement, reported by the harness as I6).
+    pub fn acknowledged_claims_refused(&self) -> u64 {
+        self.inner.acks_refused.load(Ordering::Relaxed)
     }
 
     /// Remaining stock in Redis (None if the keys are absent).

@@ -1,19 +1,21 @@
-//! Async persistence (DESIGN §5.1, mode `async`): a task drains claim intents in batches,
-//! one multi-row INSERT … ON CONFLICT DO NOTHING per template per batch. Intents it cannot
-//! write stay pending in Redis for the reconciler.
+//! Async persistence (mode `async`): the reply follows the Redis script and a task drains
+//! the acknowledged intents in batches, decided by Postgres like sync claims. A refusal is a
+//! lost acknowledgement — the trade-off of this mode — and is counted, logged and exported.
+//! Intents it cannot write stay pending in Redis for the reconciler.
 
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Weak, atomic::Ordering},
+    time::Duration,
+};
 
-use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
+use super::{CouponEngine, Inner, rebuild::Trigger};
 use crate::{
     error::EngineResult,
-    store::{
-        postgres::{self, Persisted},
-        redis::{PendingIntent, RedisStore},
-    },
+    store::{arbiter::Verdict, redis::PendingIntent},
 };
 
 enum Msg {
@@ -60,21 +62,19 @@ impl Handle {
     }
 }
 
-/// Starts the persister task.
+/// Starts the persister task. It holds the engine weakly: a dropped engine ends it.
 pub(super) fn spawn(
-    pg: PgPool,
-    redis: RedisStore,
+    engine: Weak<Inner>,
     batch_size: usize,
     interval: Duration,
 ) -> (Handle, tokio::task::JoinHandle<()>) {
     let (tx, rx) = mpsc::channel(batch_size.max(1) * 16);
-    let task = tokio::spawn(run(pg, redis, rx, batch_size.max(1), interval));
+    let task = tokio::spawn(run(engine, rx, batch_size.max(1), interval));
     (Handle { tx }, task)
 }
 
 async fn run(
-    pg: PgPool,
-    redis: RedisStore,
+    engine: Weak<Inner>,
     mut rx: mpsc::Receiver<Msg>,
     batch_size: usize,
     interval: Duration,
@@ -95,7 +95,14 @@ async fn run(
                 () = &mut deadline => break,
             }
         }
-        write(&pg, &redis, std::mem::take(&mut batch)).await;
+        match engine.upgrade() {
+            Some(inner) => {
+                CouponEngine { inner }
+                    .write_acknowledged(std::mem::take(&mut batch))
+                    .await;
+            }
+            None => return,
+        }
         for w in waiters.drain(..) {
             let _ = w.send(());
         }
@@ -118,51 +125,53 @@ fn take(msg: Msg, batch: &mut Vec<PendingIntent>, waiters: &mut Vec<oneshot::Sen
     false
 }
 
-async fn write(pg: &PgPool, redis: &RedisStore, batch: Vec<PendingIntent>) {
-    let mut by_template: HashMap<Uuid, Vec<PendingIntent>> = HashMap::new();
-    for i in batch {
-        by_template.entry(i.template_id).or_default().push(i);
-    }
-    for (template_id, intents) in by_template {
-        if let Err(e) = write_template(pg, redis, template_id, &intents).await {
-            tracing::warn!(error = %e, %template_id, n = intents.len(),
-                "batch not persisted; intents stay pending for the reconciler");
+impl CouponEngine {
+    async fn write_acknowledged(&self, batch: Vec<PendingIntent>) {
+        let mut by_template: HashMap<Uuid, Vec<PendingIntent>> = HashMap::new();
+        for i in batch {
+            by_template.entry(i.template_id).or_default().push(i);
+        }
+        for (template_id, intents) in by_template {
+            if let Err(e) = self.write_template(template_id, &intents).await {
+                tracing::warn!(error = %e, %template_id, n = intents.len(),
+                    "batch not persisted; intents stay pending for the reconciler");
+            }
         }
     }
-}
 
-async fn write_template(
-    pg: &PgPool,
-    redis: &RedisStore,
-    template_id: Uuid,
-    intents: &[PendingIntent],
-) -> EngineResult<()> {
-    let template = postgres::get_template(pg, template_id)
-        .await?
-        .ok_or(crate::error::EngineError::NotFound("template"))?;
-    let verdicts = postgres::persist_intents(pg, &template, intents).await?;
-    let mut done = Vec::with_capacity(intents.len());
-    for (intent, verdict) in intents.iter().zip(&verdicts) {
-        match verdict {
-            Persisted::Stored => done.push((intent.request_id.as_str(), intent.coupon_id)),
-            Persisted::Duplicate { .. } => {
-                redis
-                    .release(
-                        template_id,
-                        &intent.request_id,
-                        &intent.user_id,
-                        intent.epoch,
-                        intent.coupon_id,
-                    )
-                    .await?;
-            }
-            Persisted::Fenced | Persisted::EpochAhead => {
-                // Acknowledged but fenced by a rebuild: the price of async mode (DESIGN §5.1).
-                tracing::error!(%template_id, request_id = %intent.request_id,
-                    "acknowledged async claim fenced by a rebuild and lost");
+    async fn write_template(
+        &self,
+        template_id: Uuid,
+        intents: &[PendingIntent],
+    ) -> EngineResult<()> {
+        let template = self.template(template_id).await?;
+        let verdicts = self.decide_intents(&template, intents).await?;
+        let mut done = Vec::with_capacity(intents.len());
+        let mut refused_epoch = None;
+        for (intent, verdict) in intents.iter().zip(&verdicts) {
+            match verdict {
+                Verdict::Stored => done.push((intent.request_id.as_str(), intent.coupon_id)),
+                Verdict::Duplicate { .. } => {
+                    self.inner.redis.release_intent(intent).await?;
+                }
+                Verdict::StockEmpty
+                | Verdict::UserLimit
+                | Verdict::Fenced
+                | Verdict::EpochAhead => {
+                    // The price of async mode, counted and visible: the client was told
+                    // "granted" before Postgres decided, and Postgres said no.
+                    self.inner.acks_refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(%template_id, request_id = %intent.request_id, ?verdict,
+                        "acknowledged async claim refused by postgres: the acknowledgement is lost");
+                    done.push((intent.request_id.as_str(), intent.coupon_id));
+                    refused_epoch = Some(intent.epoch);
+                }
             }
         }
+        self.inner.redis.remove_pending(template_id, &done).await?;
+        if let Some(epoch) = refused_epoch {
+            self.resync(template_id, Trigger::Disagrees(epoch)).await?;
+        }
+        Ok(())
     }
-    redis.remove_pending(template_id, &done).await?;
-    Ok(())
 }

@@ -1,29 +1,47 @@
-//! Rebuild of a template's Redis state from Postgres (DESIGN §5.1 step 4), fenced against
-//! late writers by the template epoch.
+//! Rebuild of a template's Redis state from Postgres, fenced against late writers by the
+//! template epoch (docs/ARCHITECTURE.md, "Rebuild and fencing").
 
 use uuid::Uuid;
 
 use super::CouponEngine;
-use crate::{error::EngineResult, store::postgres};
+use crate::{error::EngineResult, failpoint::Failpoint, store::postgres};
 
 /// What a rebuild call did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rebuilt {
     /// Redis state was rewritten under this new epoch.
     Epoch(i64),
-    /// Another caller rebuilt it first; nothing was done.
+    /// Another caller rebuilt it first (or it needed none); nothing was done.
     AlreadyInitialised,
 }
 
+/// Why Redis state is suspect; decides whether a rebuild is still needed once the
+/// template's lock is held (the caller that waited for another's rebuild does nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// The stock or epoch key is absent.
+    Missing,
+    /// Redis state of this epoch disagrees with Postgres (stale, fenced, or ahead).
+    Disagrees(i64),
+    /// Redis itself changed (restart, failover): rebuild whatever it holds.
+    Always,
+}
+
 impl CouponEngine {
-    /// Rebuilds the template's Redis keys from Postgres if its stock key is absent.
-    ///
-    /// Holding the template's exclusive advisory lock, it bumps the epoch, counts coupons
-    /// against stock and per user, settles unapplied outbox rows (the count already excludes
-    /// revoked coupons) and writes Redis, all before commit. Persisting a claim takes the
-    /// shared lock and checks the epoch, so a claim deducted in the lost Redis whose INSERT
-    /// comes later is fenced instead of overselling.
+    /// Rebuilds the template's Redis keys from Postgres if they are absent.
     pub async fn rebuild(&self, template_id: Uuid) -> EngineResult<Rebuilt> {
+        self.resync(template_id, Trigger::Missing).await
+    }
+
+    /// Rebuilds the template's Redis keys from Postgres when `trigger` still holds.
+    ///
+    /// Holding the template's exclusive advisory lock (one rebuild per template at a time;
+    /// others wait, then find nothing to do), it takes a new epoch from the sequence — which
+    /// also locks the template's counter row, so no claim batch or refund to stock runs
+    /// meanwhile — counts coupons against stock and per user, settles unapplied outbox rows
+    /// (the count already excludes revoked coupons) and writes Redis, all before commit. A
+    /// claim admitted under an older epoch is fenced when its batch is decided.
+    pub async fn resync(&self, template_id: Uuid, trigger: Trigger) -> EngineResult<Rebuilt> {
         #[cfg(feature = "mutants")]
         if let Some(r) = crate::mutants::rebuild(self, template_id).await {
             return r;
@@ -31,7 +49,13 @@ impl CouponEngine {
         let template = self.template(template_id).await?;
         let mut tx = self.inner.pg.begin().await?;
         postgres::lock_template(&mut tx, template_id, true).await?;
-        if self.inner.redis.stock(template_id).await?.is_some() {
+        let (stock, epoch) = self.inner.redis.stock_and_epoch(template_id).await?;
+        let needed = match (stock, epoch, trigger) {
+            (None, _, _) | (_, None, _) | (_, _, Trigger::Always) => true,
+            (Some(_), Some(e), Trigger::Disagrees(seen)) => e == seen,
+            (Some(_), Some(_), Trigger::Missing) => false,
+        };
+        if !needed {
             return Ok(Rebuilt::AlreadyInitialised);
         }
         let epoch = postgres::bump_epoch(&mut tx, template_id).await?;
@@ -54,8 +78,14 @@ impl CouponEngine {
             .redis
             .rebuild(template_id, stock.max(0), epoch, &claimed)
             .await?;
+        // A rebuild that dies here leaves Redis one epoch ahead of Postgres; the sequence
+        // never hands that epoch out again, so what Redis admits under it is refused.
+        self.inner
+            .failpoints
+            .hit(Failpoint::RebuildAfterRedis)
+            .await?;
         tx.commit().await?;
-        tracing::info!(%template_id, epoch, stock, counted, "rebuilt redis state from postgres");
+        tracing::info!(%template_id, epoch, stock, counted, ?trigger, "rebuilt redis state from postgres");
         Ok(Rebuilt::Epoch(epoch))
     }
 }

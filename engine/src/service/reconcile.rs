@@ -9,10 +9,8 @@ use uuid::Uuid;
 use super::CouponEngine;
 use crate::{
     error::EngineResult,
-    store::{
-        postgres::{self, Persisted},
-        redis::PendingIntent,
-    },
+    service::rebuild::Trigger,
+    store::{arbiter::Verdict, postgres, redis::PendingIntent},
 };
 
 /// What a reconcile pass considers.
@@ -57,10 +55,12 @@ impl CouponEngine {
         .await
     }
 
-    /// Reconciles every template with explicit options.
+    /// Reconciles every live template (see [`postgres::live_template_ids`]) with explicit
+    /// options, after making sure Redis is the one its state was built against.
     pub async fn reconcile_with(&self, opts: ReconcileOptions) -> EngineResult<ReconcileReport> {
+        self.check_redis_identity().await?;
         let mut report = ReconcileReport::default();
-        for id in postgres::template_ids(&self.inner.pg).await? {
+        for id in postgres::live_template_ids(&self.inner.pg).await? {
             self.reconcile_template(id, opts, &mut report).await?;
         }
         Ok(report)
@@ -84,34 +84,36 @@ impl CouponEngine {
             .cloned()
             .collect();
         if !stale.is_empty() {
-            let verdicts = postgres::persist_intents(&self.inner.pg, &template, &stale).await?;
+            let verdicts = self.decide_intents(&template, &stale).await?;
             let mut done = Vec::new();
+            let mut disagrees = None;
             for (intent, verdict) in stale.iter().zip(&verdicts) {
                 match verdict {
-                    Persisted::Stored => {
+                    Verdict::Stored => {
                         report.pending_persisted += 1;
                         done.push((intent.request_id.as_str(), intent.coupon_id));
                     }
-                    Persisted::Duplicate { .. } => {
-                        self.inner
-                            .redis
-                            .release(
-                                template_id,
-                                &intent.request_id,
-                                &intent.user_id,
-                                intent.epoch,
-                                intent.coupon_id,
-                            )
-                            .await?;
+                    Verdict::Duplicate { .. } => {
+                        self.inner.redis.release_intent(intent).await?;
                         report.pending_dropped += 1;
                     }
-                    Persisted::Fenced | Persisted::EpochAhead => {
+                    Verdict::Fenced
+                    | Verdict::EpochAhead
+                    | Verdict::StockEmpty
+                    | Verdict::UserLimit => {
                         report.pending_dropped += 1;
                         done.push((intent.request_id.as_str(), intent.coupon_id));
+                        if verdict != &Verdict::Fenced {
+                            disagrees = Some(intent.epoch);
+                        }
                     }
                 }
             }
             self.inner.redis.remove_pending(template_id, &done).await?;
+            if let Some(epoch) = disagrees {
+                // Redis admitted what Postgres refused (or holds an uncommitted epoch).
+                self.resync(template_id, Trigger::Disagrees(epoch)).await?;
+            }
         }
         report.outbox_applied += self.relay_outbox(template_id).await?;
         let audit = self.audit(template_id).await?;

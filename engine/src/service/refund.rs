@@ -94,6 +94,9 @@ impl CouponEngine {
             ));
         }
         if status == CouponStatus::Revoked {
+            // In this transaction: the counter row waits for a rebuild in progress, so the
+            // refund cannot slip between a rebuild's count and its outbox settle.
+            crate::store::postgres::return_to_stock(&mut tx, template_id).await?;
             sqlx::query(
                 "INSERT INTO stock_outbox (template_id, coupon_id, user_id, kind) \
                  VALUES ($1, $2, $3, 'return_stock')",

@@ -1,6 +1,7 @@
 //! The two stores: Redis (hot counters, scripts, locks) and Postgres (the record).
 //! Stores know nothing of HTTP; the service composes them.
 
+pub mod arbiter;
 pub mod keys;
 pub mod postgres;
 pub mod redis;

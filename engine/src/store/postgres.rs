@@ -13,7 +13,6 @@ use crate::domain::{
     template::{NewTemplate, RefundPolicy, Template, TemplateStatus},
 };
 use crate::error::{EngineError, EngineResult};
-use crate::store::redis::PendingIntent;
 
 /// The embedded migrations (`migrations/` at the workspace root).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
@@ -78,9 +77,14 @@ pub fn coupon_from_row(row: &PgRow) -> EngineResult<Coupon> {
 
 /// Inserts a validated template.
 pub async fn insert_template(pool: &PgPool, id: Uuid, t: &NewTemplate) -> EngineResult<Template> {
+    // The counter row is born with the template (one statement, so never one without it).
     let sql = format!(
-        "INSERT INTO coupon_template ({TEMPLATE_COLUMNS}) VALUES \
-         ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,'active') RETURNING {TEMPLATE_COLUMNS}"
+        "WITH t AS (INSERT INTO coupon_template ({TEMPLATE_COLUMNS}) VALUES \
+         ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,'active') \
+         RETURNING {TEMPLATE_COLUMNS}), \
+         s AS (INSERT INTO template_stock (template_id, total_stock) \
+               SELECT id, total_stock FROM t) \
+         SELECT {TEMPLATE_COLUMNS} FROM t"
     );
     let row = sqlx::query(AssertSqlSafe(sql))
         .bind(id)
@@ -155,103 +159,21 @@ pub async fn lock_template(
 
 /// The template's current fencing epoch.
 pub async fn epoch(conn: &mut PgConnection, template: Uuid) -> EngineResult<i64> {
-    sqlx::query_scalar("SELECT epoch FROM coupon_template WHERE id = $1")
+    sqlx::query_scalar("SELECT epoch FROM template_stock WHERE template_id = $1")
         .bind(template)
         .fetch_optional(conn)
         .await?
         .ok_or(EngineError::NotFound("template"))
 }
 
-/// What persisting one intent found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Persisted {
-    /// The row exists with the intent's coupon id (written now or earlier).
-    Stored,
-    /// Another coupon already holds this request id: the intent is a duplicate.
-    Duplicate {
-        /// The coupon already stored for the request id.
-        coupon_id: Uuid,
-        /// Its owner.
-        user_id: String,
-    },
-    /// The intent's epoch is older than the template's: a rebuild counted without it.
-    Fenced,
-    /// The intent's epoch is newer than Postgres knows: Redis holds a rebuild whose
-    /// transaction never committed, and must be rebuilt again.
-    EpochAhead,
-}
-
-/// Persists claim intents of one template in one transaction with one multi-row INSERT
-/// (roll-forward: whoever persists writes the same rows, so nothing is issued twice).
-/// Returns one verdict per intent, in order.
-pub async fn persist_intents(
-    pool: &PgPool,
-    template: &Template,
-    intents: &[PendingIntent],
-) -> EngineResult<Vec<Persisted>> {
-    let mut tx = pool.begin().await?;
-    lock_template(&mut tx, template.id, false).await?;
-    let current = epoch(&mut tx, template.id).await?;
-    let live: Vec<&PendingIntent> = intents.iter().filter(|i| i.epoch == current).collect();
-    if !live.is_empty() {
-        let mut ids = Vec::with_capacity(live.len());
-        let mut users = Vec::with_capacity(live.len());
-        let mut rids = Vec::with_capacity(live.len());
-        let mut at = Vec::with_capacity(live.len());
-        let mut from = Vec::with_capacity(live.len());
-        let mut until = Vec::with_capacity(live.len());
-        for i in &live {
-            let claimed_at = ms_to_time(i.claimed_at_ms);
-            let (f, u) = template.coupon_validity(claimed_at);
-            ids.push(i.coupon_id);
-            users.push(i.user_id.as_str());
-            rids.push(i.request_id.as_str());
-            at.push(claimed_at);
-            from.push(f);
-            until.push(u);
-        }
-        sqlx::query(
-            "INSERT INTO user_coupon (id, template_id, user_id, status, claim_request_id, \
-             claimed_at, valid_from, valid_until) \
-             SELECT u.id, $1, u.user_id, 'issued', u.rid, u.at, u.vf, u.vu \
-             FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::timestamptz[], \
-                         $6::timestamptz[], $7::timestamptz[]) AS u(id, user_id, rid, at, vf, vu) \
-             ON CONFLICT (template_id, claim_request_id) DO NOTHING",
-        )
-        .bind(template.id)
-        .bind(&ids)
-        .bind(&users)
-        .bind(&rids)
-        .bind(&at)
-        .bind(&from)
-        .bind(&until)
-        .execute(&mut *tx)
+/// A return_to_stock refund gives its coupon's place back in the counter (inside the
+/// refund's transaction, so it cannot race a rebuild or a claim batch).
+pub async fn return_to_stock(conn: &mut PgConnection, template: Uuid) -> EngineResult<()> {
+    sqlx::query("UPDATE template_stock SET counted = counted - 1 WHERE template_id = $1")
+        .bind(template)
+        .execute(conn)
         .await?;
-    }
-    let rids: Vec<&str> = intents.iter().map(|i| i.request_id.as_str()).collect();
-    let stored: Vec<(String, Uuid, String)> = sqlx::query_as(
-        "SELECT claim_request_id, id, user_id FROM user_coupon \
-         WHERE template_id = $1 AND claim_request_id = ANY($2)",
-    )
-    .bind(template.id)
-    .bind(&rids)
-    .fetch_all(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(intents
-        .iter()
-        .map(
-            |i| match stored.iter().find(|(rid, _, _)| *rid == i.request_id) {
-                Some((_, id, _)) if *id == i.coupon_id => Persisted::Stored,
-                Some((_, id, user)) => Persisted::Duplicate {
-                    coupon_id: *id,
-                    user_id: user.clone(),
-                },
-                None if i.epoch > current => Persisted::EpochAhead,
-                None => Persisted::Fenced,
-            },
-        )
-        .collect())
+    Ok(())
 }
 
 /// Milliseconds since the Unix epoch to a timestamp (clamped to now on overflow).
@@ -305,13 +227,18 @@ pub async fn recent_claims(
     .await?)
 }
 
-/// Bumps the template's epoch (rebuild, under the exclusive lock); returns the new one.
+/// Gives the template a new epoch from the sequence (rebuild, under the exclusive lock):
+/// a number an aborted rebuild consumed is never handed out again. Also takes the
+/// template's counter row, so no claim batch or refund to stock runs until commit.
 pub async fn bump_epoch(conn: &mut PgConnection, template: Uuid) -> EngineResult<i64> {
-    sqlx::query_scalar("UPDATE coupon_template SET epoch = epoch + 1 WHERE id = $1 RETURNING epoch")
-        .bind(template)
-        .fetch_optional(conn)
-        .await?
-        .ok_or(EngineError::NotFound("template"))
+    sqlx::query_scalar(
+        "UPDATE template_stock SET epoch = nextval('coupon_epoch_seq') \
+         WHERE template_id = $1 RETURNING epoch",
+    )
+    .bind(template)
+    .fetch_optional(conn)
+    .await?
+    .ok_or(EngineError::NotFound("template"))
 }
 
 /// Marks every unapplied outbox row of a template applied (a rebuild counted them).
@@ -424,4 +351,59 @@ pub fn is_unique_violation(err: &sqlx::Error, constraint: &str) -> bool {
         }
         _ => false,
     }
+}
+
+/// The coupon id and owner stored for a claim request id, if any.
+pub async fn claim_by_request(
+    pool: &PgPool,
+    template: Uuid,
+    request_id: &str,
+) -> EngineResult<Option<(Uuid, String)>> {
+    Ok(sqlx::query_as(
+        "SELECT id, user_id FROM user_coupon WHERE template_id = $1 AND claim_request_id = $2",
+    )
+    .bind(template)
+    .bind(request_id)
+    .fetch_optional(pool)
+    .await?)
+}
+
+/// Templates background work must look at: open for claims (or closed within the last
+/// hour, while late intents may still settle), or with refunds whose stock is not back yet.
+/// Ended sales cost nothing.
+pub async fn live_template_ids(pool: &PgPool) -> EngineResult<Vec<Uuid>> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM coupon_template \
+         WHERE status <> 'ended' AND (claim_ends_at IS NULL OR claim_ends_at > now() - interval '1 hour') \
+         UNION SELECT DISTINCT template_id FROM stock_outbox WHERE applied_at IS NULL",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// The Redis `run_id` the namespace's templates were last rebuilt against.
+pub async fn redis_identity(pool: &PgPool, namespace: &str) -> EngineResult<Option<String>> {
+    Ok(
+        sqlx::query_scalar("SELECT run_id FROM redis_identity WHERE namespace = $1")
+            .bind(namespace)
+            .fetch_optional(pool)
+            .await?,
+    )
+}
+
+/// Records the Redis `run_id` the namespace's templates now agree with.
+pub async fn record_redis_identity(
+    pool: &PgPool,
+    namespace: &str,
+    run_id: &str,
+) -> EngineResult<()> {
+    sqlx::query(
+        "INSERT INTO redis_identity (namespace, run_id) VALUES ($1, $2) \
+         ON CONFLICT (namespace) DO UPDATE SET run_id = EXCLUDED.run_id, seen_at = now()",
+    )
+    .bind(namespace)
+    .bind(run_id)
+    .execute(pool)
+    .await?;
+    Ok(())
 }

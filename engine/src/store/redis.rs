@@ -7,6 +7,9 @@ use uuid::Uuid;
 
 use super::keys::{TemplateKeys, coupon_lock};
 
+/// Source of the claim script (public so benchmarks run exactly what the engine runs).
+pub const CLAIM_SCRIPT: &str = include_str!("../../lua/claim.lua");
+
 /// The engine's scripts, loaded once and run with EVALSHA (reloaded on NOSCRIPT).
 struct Scripts {
     claim: Script,
@@ -21,7 +24,7 @@ struct Scripts {
 impl Scripts {
     fn load() -> Self {
         Self {
-            claim: Script::new(include_str!("../../lua/claim.lua")),
+            claim: Script::new(CLAIM_SCRIPT),
             release: Script::new(include_str!("../../lua/release.lua")),
             unlock: Script::new(include_str!("../../lua/unlock.lua")),
             outbox_apply: Script::new(include_str!("../../lua/outbox_apply.lua")),
@@ -231,6 +234,18 @@ impl RedisStore {
         Ok(n == 1)
     }
 
+    /// [`RedisStore::release`] of a pending intent.
+    pub async fn release_intent(&self, i: &PendingIntent) -> RedisResult<bool> {
+        self.release(
+            i.template_id,
+            &i.request_id,
+            &i.user_id,
+            i.epoch,
+            i.coupon_id,
+        )
+        .await
+    }
+
     /// Removes persisted intents `(request_id, coupon_id)` from the pending hash, each only
     /// if the pending intent is still that coupon's.
     pub async fn remove_pending(
@@ -389,6 +404,40 @@ impl RedisStore {
             .arg(self.keys(template).stock)
             .query_async(&mut self.conn.clone())
             .await
+    }
+
+    /// The stock and epoch keys (None where absent), read together.
+    pub async fn stock_and_epoch(&self, template: Uuid) -> RedisResult<(Option<i64>, Option<i64>)> {
+        let k = self.keys(template);
+        redis::pipe()
+            .atomic()
+            .get(&k.stock)
+            .get(&k.epoch)
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// The server's `run_id`: another one means a restart or a failover, and with it
+    /// possibly stale state.
+    pub async fn run_id(&self) -> RedisResult<String> {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut self.conn.clone())
+            .await?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .map(|id| id.trim().to_owned())
+            .ok_or_else(|| bad_reply("INFO server has no run_id"))
+    }
+
+    /// The eviction policy, if the server lets us read it (managed services may not).
+    pub async fn maxmemory_policy(&self) -> RedisResult<String> {
+        let reply: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("maxmemory-policy")
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(reply.get(1).cloned().unwrap_or_default())
     }
 
     /// Everything Redis holds about `template` (one MULTI round trip).

@@ -5,11 +5,12 @@
 use std::{
     net::TcpListener,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use super::ProvisionError;
+pub use super::redis_server::{LocalRedis, RedisPersistence};
 
 /// A free loopback port (bound then released; good enough for test servers).
 pub fn free_port() -> Result<u16, ProvisionError> {
@@ -19,7 +20,7 @@ pub fn free_port() -> Result<u16, ProvisionError> {
         .port())
 }
 
-fn find_binary(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_binary(name: &str) -> Option<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())
         .unwrap_or_default();
@@ -40,7 +41,7 @@ fn running_as_root() -> bool {
         .unwrap_or(false)
 }
 
-fn wait_for_port(port: u16, timeout: Duration) -> Result<(), ProvisionError> {
+pub(crate) fn wait_for_port(port: u16, timeout: Duration) -> Result<(), ProvisionError> {
     let start = Instant::now();
     while start.elapsed() < timeout {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -51,113 +52,6 @@ fn wait_for_port(port: u16, timeout: Duration) -> Result<(), ProvisionError> {
     Err(ProvisionError::Local(format!(
         "nothing answered on 127.0.0.1:{port} within {timeout:?}"
     )))
-}
-
-/// A `redis-server` this process started; killed on drop.
-#[derive(Debug)]
-pub struct LocalRedis {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl LocalRedis {
-    /// Starts `redis-server` on a free loopback port, with nothing kept on disk.
-    pub fn start() -> Result<Self, ProvisionError> {
-        let bin = find_binary("redis-server")
-            .ok_or_else(|| ProvisionError::Local("redis-server not found in PATH".into()))?;
-        let dir = tempfile::tempdir().map_err(|e| ProvisionError::Local(e.to_string()))?;
-        let port = free_port()?;
-        let child = Command::new(bin)
-            .args([
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no", "--dir"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| ProvisionError::Local(format!("redis-server: {e}")))?;
-        watchdog(&format!("kill -9 {}", child.id()));
-        let redis = Self { child, port, dir };
-        wait_for_port(port, Duration::from_secs(10))?;
-        Ok(redis)
-    }
-
-    /// Its URL.
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    /// Its port.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// Its process id (for the nemesis: SIGKILL, SIGSTOP, SIGCONT).
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Kills it with SIGKILL (all data is lost, as after a crash).
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// Starts a fresh, empty server on the same port after [`LocalRedis::kill`].
-    pub fn restart(&mut self) -> Result<(), ProvisionError> {
-        self.kill();
-        let bin = find_binary("redis-server")
-            .ok_or_else(|| ProvisionError::Local("redis-server not found in PATH".into()))?;
-        self.child = Command::new(bin)
-            .args([
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                &self.port.to_string(),
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no", "--dir"])
-            .arg(self.dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| ProvisionError::Local(format!("redis-server: {e}")))?;
-        watchdog(&format!("kill -9 {}", self.child.id()));
-        wait_for_port(self.port, Duration::from_secs(10))
-    }
-
-    /// Sends a signal by name (`STOP`, `CONT`, `KILL`) with kill(1).
-    pub fn signal(&self, sig: &str) -> Result<(), ProvisionError> {
-        let ok = Command::new("kill")
-            .arg(format!("-{sig}"))
-            .arg(self.pid().to_string())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if ok {
-            Ok(())
-        } else {
-            Err(ProvisionError::Local(format!(
-                "kill -{sig} {} failed",
-                self.pid()
-            )))
-        }
-    }
-}
-
-impl Drop for LocalRedis {
-    fn drop(&mut self) {
-        let _ = self.signal("CONT");
-        self.kill();
-    }
 }
 
 /// A Postgres cluster this process created with `initdb` and started with `pg_ctl`; stopped
@@ -257,7 +151,7 @@ impl Drop for LocalPostgres {
 
 /// Runs `cleanup` (a shell command) once this process is gone, so servers kept in a
 /// process-wide static (never dropped) do not outlive the tests that started them.
-fn watchdog(cleanup: &str) {
+pub(crate) fn watchdog(cleanup: &str) {
     let script = format!(
         "while kill -0 {} 2>/dev/null; do sleep 1; done; {cleanup} >/dev/null 2>&1",
         std::process::id()

@@ -13,6 +13,7 @@ mod containers;
 mod env;
 pub mod images;
 pub mod local;
+pub mod redis_server;
 
 pub use env::TestEnv;
 

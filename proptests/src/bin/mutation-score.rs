@@ -8,8 +8,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use coupon_engine::Variant;
-use coupon_proptests::mutation::{markdown, score};
+use coupon_proptests::mutation::{markdown, score, selected_variants};
 
 fn main() -> anyhow::Result<()> {
     let cases: u32 = match std::env::args().nth(1) {
@@ -19,7 +18,7 @@ fn main() -> anyhow::Result<()> {
         None => 60,
     };
     let mut rows = Vec::new();
-    for v in Variant::all() {
+    for v in selected_variants() {
         eprintln!("== {} ({} cases at most)", v.name(), cases);
         let row = score(v, cases, 64);
         eprintln!(

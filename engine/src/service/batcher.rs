@@ -1,0 +1,268 @@
+//! Group commit of sync claims (docs/ARCHITECTURE.md, "Group commit"): claims that Redis
+//! admitted queue per template; one task per template takes what has queued (up to
+//! `max_batch`, waiting at most `max_wait` for more), has Postgres decide the whole batch in
+//! one transaction, then answers every waiting claim with its own verdict. While a batch
+//! commits, the next one fills, so the template's hot row and the fsync are paid once per
+//! batch instead of once per claim.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use sqlx::PgPool;
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::{
+    domain::template::Template,
+    error::{EngineError, EngineResult},
+    store::{
+        arbiter::{self, Arbitration, Verdict},
+        redis::PendingIntent,
+    },
+};
+
+/// A worker with nothing queued for this long stops (the next claim starts another).
+const IDLE_STOP: Duration = Duration::from_secs(30);
+/// A batch whose transaction failed is tried this many times before its claims get 503.
+const ATTEMPTS: u32 = 3;
+/// Upper bounds of the batch-size histogram buckets.
+pub const BATCH_BUCKETS: [u64; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
+
+/// How batches are formed.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchLimits {
+    /// Most intents per transaction.
+    pub max_batch: usize,
+    /// Longest a claim waits for others to join its batch (zero: take only what queued
+    /// while the previous batch committed).
+    pub max_wait: Duration,
+}
+
+/// Batch sizes seen, as a cumulative histogram (for `/metrics`).
+#[derive(Debug, Default)]
+pub struct BatchStats {
+    buckets: [AtomicU64; BATCH_BUCKETS.len()],
+    count: AtomicU64,
+    sum: AtomicU64,
+}
+
+/// A copy of [`BatchStats`]: cumulative bucket counts, number of batches, total intents.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchHistogram {
+    /// Batches of size ≤ `BATCH_BUCKETS[i]`.
+    pub buckets: Vec<u64>,
+    /// Batches committed.
+    pub count: u64,
+    /// Intents decided.
+    pub sum: u64,
+}
+
+impl BatchStats {
+    fn observe(&self, size: usize) {
+        let size = size as u64;
+        for (b, le) in self.buckets.iter().zip(BATCH_BUCKETS) {
+            if size <= le {
+                b.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum.fetch_add(size, Ordering::Relaxed);
+    }
+
+    /// The histogram so far.
+    pub fn snapshot(&self) -> BatchHistogram {
+        BatchHistogram {
+            buckets: self
+                .buckets
+                .iter()
+                .map(|b| b.load(Ordering::Relaxed))
+                .collect(),
+            count: self.count.load(Ordering::Relaxed),
+            sum: self.sum.load(Ordering::Relaxed),
+        }
+    }
+}
+
+struct Job {
+    template: Arc<Template>,
+    intent: PendingIntent,
+    reply: oneshot::Sender<EngineResult<Verdict>>,
+}
+
+/// The per-template queues of one engine.
+pub(super) struct Batcher {
+    pg: PgPool,
+    limits: BatchLimits,
+    arbitration: Arbitration,
+    queues: Mutex<HashMap<Uuid, mpsc::Sender<Job>>>,
+    stats: Arc<BatchStats>,
+}
+
+impl Batcher {
+    pub(super) fn new(pg: PgPool, limits: BatchLimits, arbitration: Arbitration) -> Self {
+        Self {
+            pg,
+            limits: BatchLimits {
+                max_batch: limits.max_batch.max(1),
+                ..limits
+            },
+            arbitration,
+            queues: Mutex::new(HashMap::new()),
+            stats: Arc::default(),
+        }
+    }
+
+    pub(super) fn stats(&self) -> &BatchStats {
+        &self.stats
+    }
+
+    /// Queues one admitted intent and waits for Postgres's verdict on it.
+    pub(super) async fn decide(
+        &self,
+        template: Arc<Template>,
+        intent: PendingIntent,
+    ) -> EngineResult<Verdict> {
+        let (reply, answer) = oneshot::channel();
+        let mut job = Job {
+            template,
+            intent,
+            reply,
+        };
+        // A worker that stopped (idle) closed its queue; the second try starts a new one.
+        for _ in 0..2 {
+            let queue = self.queue(job.template.id);
+            match queue.send(job).await {
+                Ok(()) => {
+                    return answer.await.map_err(|_| {
+                        EngineError::Unavailable("the claim batcher stopped".into())
+                    })?;
+                }
+                Err(mpsc::error::SendError(back)) => {
+                    job = back;
+                    if let Ok(mut q) = self.queues.lock()
+                        && q.get(&job.template.id)
+                            .is_some_and(|s| s.same_channel(&queue))
+                    {
+                        q.remove(&job.template.id);
+                    }
+                }
+            }
+        }
+        Err(EngineError::Unavailable(
+            "the claim batcher could not take the claim".into(),
+        ))
+    }
+
+    fn queue(&self, template: Uuid) -> mpsc::Sender<Job> {
+        let mut queues = self
+            .queues
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        queues
+            .entry(template)
+            .or_insert_with(|| {
+                let (tx, rx) = mpsc::channel(self.limits.max_batch * 4);
+                tokio::spawn(work(
+                    rx,
+                    self.pg.clone(),
+                    self.limits,
+                    self.arbitration,
+                    self.stats.clone(),
+                ));
+                tx
+            })
+            .clone()
+    }
+}
+
+async fn work(
+    mut rx: mpsc::Receiver<Job>,
+    pg: PgPool,
+    limits: BatchLimits,
+    arbitration: Arbitration,
+    stats: Arc<BatchStats>,
+) {
+    let mut batch = Vec::with_capacity(limits.max_batch);
+    loop {
+        let first = match tokio::time::timeout(IDLE_STOP, rx.recv()).await {
+            Ok(Some(job)) => job,
+            Ok(None) => return,
+            Err(_) => {
+                // Stop taking claims, but answer the ones already queued.
+                rx.close();
+                while let Ok(job) = rx.try_recv() {
+                    batch.push(job);
+                }
+                if !batch.is_empty() {
+                    commit(&pg, std::mem::take(&mut batch), arbitration, &stats).await;
+                }
+                return;
+            }
+        };
+        batch.push(first);
+        fill(&mut rx, &mut batch, limits).await;
+        commit(&pg, std::mem::take(&mut batch), arbitration, &stats).await;
+    }
+}
+
+/// Takes what is queued, then waits up to `max_wait` for more, up to `max_batch`.
+async fn fill(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, limits: BatchLimits) {
+    while batch.len() < limits.max_batch
+        && let Ok(job) = rx.try_recv()
+    {
+        batch.push(job);
+    }
+    if limits.max_wait.is_zero() {
+        return;
+    }
+    let deadline = tokio::time::sleep(limits.max_wait);
+    tokio::pin!(deadline);
+    while batch.len() < limits.max_batch {
+        tokio::select! {
+            job = rx.recv() => match job {
+                Some(job) => batch.push(job),
+                None => return,
+            },
+            () = &mut deadline => return,
+        }
+    }
+}
+
+async fn commit(pg: &PgPool, batch: Vec<Job>, arbitration: Arbitration, stats: &BatchStats) {
+    let Some(template) = batch.last().map(|j| j.template.clone()) else {
+        return;
+    };
+    let intents: Vec<PendingIntent> = batch.iter().map(|j| j.intent.clone()).collect();
+    let mut last_error = None;
+    for attempt in 0..ATTEMPTS {
+        // A retry is safe even if an earlier commit went through unseen: the intents carry
+        // their coupon ids, so the lookup then answers `Stored` for them.
+        match arbiter::decide_batch(pg, &template, &intents, arbitration).await {
+            Ok(verdicts) => {
+                stats.observe(batch.len());
+                for (job, verdict) in batch.into_iter().zip(verdicts) {
+                    let _ = job.reply.send(Ok(verdict));
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, template_id = %template.id, attempt,
+                    size = intents.len(), "claim batch failed");
+                last_error = Some(e.to_string());
+                tokio::time::sleep(Duration::from_millis(20 << attempt)).await;
+            }
+        }
+    }
+    let why = last_error.unwrap_or_default();
+    for job in batch {
+        let _ = job.reply.send(Err(EngineError::Unavailable(format!(
+            "the claim's batch could not be committed ({why}); retry with the same request_id"
+        ))));
+    }
+}

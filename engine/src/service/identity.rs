@@ -1,0 +1,56 @@
+//! Redis's identity (docs/ARCHITECTURE.md, "A Redis that lies"): a Redis restarted from an
+//! older snapshot or an AOF missing its last second, or a promoted replica that lagged,
+//! comes back with stale but *present* keys. Postgres refuses what such a Redis wrongly
+//! admits, but the stale counters would keep refusing or admitting wrongly until rebuilt.
+//! Each restart or promotion gives Redis a new `run_id`; the one every namespace was last
+//! rebuilt against is kept in Postgres, so any engine process (or a new one) that sees
+//! another rebuilds the live templates before trusting the counters again.
+
+use std::{sync::Weak, time::Duration};
+
+use super::{CouponEngine, Inner, rebuild::Trigger};
+use crate::{error::EngineResult, store::postgres};
+
+/// Starts the periodic identity check; it ends when the engine is dropped.
+pub(super) fn spawn_watch(engine: Weak<Inner>, every: Duration) {
+    if every.is_zero() {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(inner) = engine.upgrade() else {
+                return;
+            };
+            if let Err(e) = (CouponEngine { inner }).check_redis_identity().await {
+                tracing::debug!(error = %e, "redis identity check failed; retrying");
+            }
+        }
+    });
+}
+
+impl CouponEngine {
+    /// Compares Redis's `run_id` with the one recorded for this namespace and, if Redis
+    /// changed, rebuilds every live template from Postgres before recording the new one.
+    /// Returns true when a change was found.
+    pub async fn check_redis_identity(&self) -> EngineResult<bool> {
+        let run_id = self.inner.redis.run_id().await?;
+        let ns = self.inner.redis.namespace();
+        let recorded = postgres::redis_identity(&self.inner.pg, ns).await?;
+        if recorded.as_deref() == Some(run_id.as_str()) {
+            return Ok(false);
+        }
+        if let Some(old) = &recorded {
+            tracing::warn!(namespace = ns, old = %old, new = %run_id,
+                "redis restarted or failed over: rebuilding live templates before trusting its counters");
+            for id in postgres::live_template_ids(&self.inner.pg).await? {
+                self.resync(id, Trigger::Always).await?;
+            }
+        }
+        // Recorded only after every rebuild succeeded: a failure is retried on the next check.
+        postgres::record_redis_identity(&self.inner.pg, ns, &run_id).await?;
+        Ok(recorded.is_some())
+    }
+}
