@@ -61,6 +61,13 @@ struct Args {
     /// Seconds between background reconcile + expiry passes (0 = off).
     #[arg(long, env = "COUPON_RECONCILE_INTERVAL", default_value_t = 10)]
     reconcile_interval: u64,
+    /// Sync mode: most claims Postgres decides in one transaction (group commit).
+    #[arg(long, env = "COUPON_GROUP_COMMIT_MAX", default_value_t = 512)]
+    group_commit_max: usize,
+    /// Sync mode: milliseconds a claim may wait for others to join its batch (0: a batch is
+    /// whatever queued while the previous one committed; no added latency).
+    #[arg(long, env = "COUPON_GROUP_COMMIT_WAIT_MS", default_value_t = 0)]
+    group_commit_wait_ms: u64,
 }
 
 #[tokio::main]
@@ -81,6 +88,8 @@ async fn main() -> anyhow::Result<()> {
         namespace: args.redis_namespace.clone(),
         persistence: args.persistence,
         redeem_lock: args.redeem_lock == "on",
+        group_commit_max: args.group_commit_max.max(1),
+        group_commit_wait: std::time::Duration::from_millis(args.group_commit_wait_ms),
         ..EngineConfig::default()
     };
     let engine = CouponEngine::connect(
@@ -91,6 +100,9 @@ async fn main() -> anyhow::Result<()> {
     )
     .await
     .context("connecting to Redis and Postgres")?;
+    if let Some(risk) = engine.redis_eviction_risk().await {
+        tracing::warn!("{risk}");
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;

@@ -107,3 +107,30 @@ impl Metrics {
         out
     }
 }
+
+/// The engine's own series: sync group-commit batch sizes and, in async mode, the
+/// acknowledged claims Postgres refused (each one a lost acknowledgement).
+pub fn render_engine(out: &mut String, engine: &crate::CouponEngine) {
+    let h = engine.batch_sizes();
+    let _ = writeln!(
+        out,
+        "# HELP coupon_claim_batch_size Claims decided per group-commit transaction (sync mode)."
+    );
+    let _ = writeln!(out, "# TYPE coupon_claim_batch_size histogram");
+    for (le, n) in crate::service::BATCH_BUCKETS.iter().zip(&h.buckets) {
+        let _ = writeln!(out, "coupon_claim_batch_size_bucket{{le=\"{le}\"}} {n}");
+    }
+    let _ = writeln!(out, "coupon_claim_batch_size_bucket{{le=\"+Inf\"}} {}", h.count);
+    let _ = writeln!(out, "coupon_claim_batch_size_sum {}", h.sum);
+    let _ = writeln!(out, "coupon_claim_batch_size_count {}", h.count);
+    let _ = writeln!(
+        out,
+        "# HELP coupon_async_acks_refused_total Acknowledged async claims that Postgres refused (lost acknowledgements)."
+    );
+    let _ = writeln!(out, "# TYPE coupon_async_acks_refused_total counter");
+    let _ = writeln!(
+        out,
+        "coupon_async_acks_refused_total {}",
+        engine.acknowledged_claims_refused()
+    );
+}

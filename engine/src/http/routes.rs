@@ -247,12 +247,14 @@ async fn health(State(s): State<AppState>) -> Response {
     responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
 async fn metrics(State(s): State<AppState>) -> Response {
     let pending = s.engine.pending_intents().await.ok();
+    let mut text = s.metrics.render(pending);
+    crate::http::metrics::render_engine(&mut text, &s.engine);
     (
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        s.metrics.render(pending),
+        text,
     )
         .into_response()
 }
