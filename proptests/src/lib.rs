@@ -7,7 +7,8 @@
 //!   the claim that created them).
 //! - [`history`]: the Jepsen-style history of invocations and completions, and its recorder.
 //! - [`model`]: the sequential model of the engine, `step(state, op) -> (result, state)`.
-//! - [`linearizability`]: the I8 checker, a memoised Wing–Gong search per template.
+//! - [`linearizability`]: the I8 checker, a memoised Wing–Gong search per partition over any
+//!   sequential model; the engine's is one.
 //! - [`ack`]: the I6/I7 checker, comparing acknowledgements with the final state.
 //! - [`scenario`], [`run`], [`nemesis`], [`property`]: generated scenarios run for real
 //!   against Redis and Postgres, with faults, checked and shrunk.

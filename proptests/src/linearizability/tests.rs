@@ -1,14 +1,14 @@
 //! Hand-made histories the checker must accept or reject, and a timing check on a
 //! simulated 6-process × 10-op history.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::*;
 use crate::op::fixtures::{claim, coupon, redeem, refund};
 use crate::{
-    history::{Event, EventKind},
-    model::step,
-    op::Policy,
+    history::{Event, EventKind, History, Operation, Outcome},
+    model::{State, step},
+    op::{Op, OpResult, Policy, Refusal, TemplateSpec},
 };
 
 fn spec(stock: i64, limit: i64) -> TemplateSpec {
