@@ -9,11 +9,14 @@
 //! - [`model`]: the sequential model of the engine, `step(state, op) -> (result, state)`.
 //! - [`linearizability`]: the I8 checker, a memoised Wing–Gong search per partition over any
 //!   sequential model; the engine's is one.
+//! - [`histories`]: published Jepsen/Porcupine/Knossos histories and their models, to hold
+//!   the checker to verdicts nobody here wrote.
 //! - [`ack`]: the I6/I7 checker, comparing acknowledgements with the final state.
 //! - [`scenario`], [`run`], [`nemesis`], [`property`]: generated scenarios run for real
 //!   against Redis and Postgres, with faults, checked and shrunk.
 
 pub mod ack;
+pub mod histories;
 pub mod history;
 pub mod linearizability;
 pub mod model;
