@@ -6,8 +6,9 @@
 --      or {'stock_empty'} | {'user_limit'} | {'not_initialised'} | {'request_conflict'}
 local stock = redis.call('GET', KEYS[1])
 local epoch = redis.call('GET', KEYS[5])
-if not stock or not epoch then
-  -- Absent is NOT zero: the keys were lost (or evicted) and must be rebuilt from Postgres.
+if not stock or not epoch or redis.call('HEXISTS', KEYS[2], '') == 0 then
+  -- Absent is NOT zero: the keys were lost (or evicted; the empty field marks a built
+  -- `claimed` hash) and must be rebuilt from Postgres.
   return {'not_initialised'}
 end
 local prior = redis.call('GET', KEYS[3])

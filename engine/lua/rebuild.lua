@@ -4,6 +4,9 @@
 -- KEYS: 1 stock, 2 claimed, 3 pending, 4 epoch, 5 applied
 -- ARGV: 1 stock, 2 epoch, then pairs user_id, count
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5])
+-- The empty field (never a user id) marks the hash as built: an evicted or lost `claimed`
+-- hash would otherwise read as "nobody holds anything" and let users past their limit.
+redis.call('HSET', KEYS[2], '', 0)
 for i = 3, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
 end

@@ -1,6 +1,7 @@
 //! The correct engine against generated concurrent scenarios, with and without faults:
-//! I1–I9 must hold in every case (DESIGN §6, §7). Case counts come from
-//! `COUPON_PROPTEST_CASES`; the defaults keep CI short.
+//! I1–I9 must hold in every case (docs/ARCHITECTURE.md, "Invariants"). Case counts come
+//! from `COUPON_PROPTEST_CASES`; the defaults are sized for CI's release build, deep enough
+//! to find a bug that shows once in a few dozen cases (a debug build runs a quick look).
 
 use coupon_engine::Persistence;
 use coupon_proptests::{
@@ -26,9 +27,18 @@ fn assert_passed(o: &PropertyOutcome) {
     );
 }
 
+/// Default cases: `release` in an optimised build, `debug` otherwise.
+fn cases(release: u32, debug: u32) -> u32 {
+    if cfg!(debug_assertions) {
+        debug
+    } else {
+        release
+    }
+}
+
 #[test]
 fn sync_engine_holds_every_invariant_without_faults() {
-    let cfg = PropertyConfig::new("sync_no_faults", 24, RunConfig::default());
+    let cfg = PropertyConfig::new("sync_no_faults", cases(200, 24), RunConfig::default());
     assert_passed(&check_property(&cfg));
 }
 
@@ -36,7 +46,7 @@ fn sync_engine_holds_every_invariant_without_faults() {
 fn sync_engine_holds_every_invariant_under_faults() {
     let cfg = PropertyConfig {
         max_faults: 3,
-        ..PropertyConfig::new("sync_faults", 24, RunConfig::default())
+        ..PropertyConfig::new("sync_faults", cases(60, 24), RunConfig::default())
     };
     assert_passed(&check_property(&cfg));
 }
@@ -47,6 +57,6 @@ fn async_engine_holds_every_invariant_without_faults() {
         persistence: Persistence::Async,
         ..RunConfig::default()
     };
-    let cfg = PropertyConfig::new("async_no_faults", 12, run);
+    let cfg = PropertyConfig::new("async_no_faults", cases(60, 12), run);
     assert_passed(&check_property(&cfg));
 }

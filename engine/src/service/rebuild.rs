@@ -19,7 +19,7 @@ pub enum Rebuilt {
 /// template's lock is held (the caller that waited for another's rebuild does nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trigger {
-    /// The stock or epoch key is absent.
+    /// A key of the template's state is absent (stock, epoch, or the `claimed` hash).
     Missing,
     /// Redis state of this epoch disagrees with Postgres (stale, fenced, or ahead).
     Disagrees(i64),
@@ -49,11 +49,10 @@ impl CouponEngine {
         let template = self.template(template_id).await?;
         let mut tx = self.inner.pg.begin().await?;
         postgres::lock_template(&mut tx, template_id, true).await?;
-        let (stock, epoch) = self.inner.redis.stock_and_epoch(template_id).await?;
-        let needed = match (stock, epoch, trigger) {
-            (None, _, _) | (_, None, _) | (_, _, Trigger::Always) => true,
-            (Some(_), Some(e), Trigger::Disagrees(seen)) => e == seen,
-            (Some(_), Some(_), Trigger::Missing) => false,
+        let needed = match (self.inner.redis.complete_epoch(template_id).await?, trigger) {
+            (None, _) | (_, Trigger::Always) => true,
+            (Some(e), Trigger::Disagrees(seen)) => e == seen,
+            (Some(_), Trigger::Missing) => false,
         };
         if !needed {
             return Ok(Rebuilt::AlreadyInitialised);

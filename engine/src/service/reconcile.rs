@@ -74,6 +74,16 @@ impl CouponEngine {
     ) -> EngineResult<()> {
         report.templates += 1;
         let template = self.template(template_id).await?;
+        // A key lost or evicted while no claim came to notice it.
+        if self
+            .inner
+            .redis
+            .complete_epoch(template_id)
+            .await?
+            .is_none()
+        {
+            self.resync(template_id, Trigger::Missing).await?;
+        }
         let snap = self.inner.redis.snapshot(template_id).await?;
         let now_ms = (Self::now().unix_timestamp_nanos() / 1_000_000) as i64;
         let min_age = opts.min_pending_age.as_millis() as i64;

@@ -7,6 +7,9 @@ use uuid::Uuid;
 
 use super::keys::{TemplateKeys, coupon_lock};
 
+/// The field that marks a `claimed` hash as built by a rebuild (never a valid user id).
+pub const CLAIMED_BUILT: &str = "";
+
 /// Source of the claim script (public so benchmarks run exactly what the engine runs).
 pub const CLAIM_SCRIPT: &str = include_str!("../../lua/claim.lua");
 
@@ -406,15 +409,18 @@ impl RedisStore {
             .await
     }
 
-    /// The stock and epoch keys (None where absent), read together.
-    pub async fn stock_and_epoch(&self, template: Uuid) -> RedisResult<(Option<i64>, Option<i64>)> {
+    /// The epoch of the template's Redis state, or None unless the state is complete
+    /// (stock, epoch and the built marker of `claimed` all present).
+    pub async fn complete_epoch(&self, template: Uuid) -> RedisResult<Option<i64>> {
         let k = self.keys(template);
-        redis::pipe()
+        let (stock, epoch, built): (Option<i64>, Option<i64>, bool) = redis::pipe()
             .atomic()
             .get(&k.stock)
             .get(&k.epoch)
+            .hexists(&k.claimed, CLAIMED_BUILT)
             .query_async(&mut self.conn.clone())
-            .await
+            .await?;
+        Ok(epoch.filter(|_| stock.is_some() && built))
     }
 
     /// The server's `run_id`: another one means a restart or a failover, and with it
@@ -455,6 +461,8 @@ impl RedisStore {
             .into_iter()
             .filter_map(|(rid, v)| parse_intent(template, rid, &v))
             .collect();
+        let mut claimed = claimed;
+        claimed.remove(CLAIMED_BUILT);
         Ok(RedisSnapshot {
             stock,
             epoch,
