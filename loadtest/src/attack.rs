@@ -49,6 +49,13 @@ fn goose_args(s: &Settings, host: &str, dir: &Path) -> Vec<String> {
         "--timeout".into(),
         s.request_timeout.as_secs().max(1).to_string(),
         "--no-telnet".into(),
+        // Lean: each iteration is one transaction and the run keeps its own exact record,
+        // so Goose's transaction and scenario metrics only cost CPU. Its error summary
+        // would list every business refusal (409 stock_empty) as an error; the run's own
+        // verdict says what failed.
+        "--no-transaction-metrics".into(),
+        "--no-scenario-metrics".into(),
+        "--no-error-summary".into(),
     ];
     for report in GOOSE_REPORTS {
         args.push("--report-file".into());
@@ -67,6 +74,7 @@ fn goose_args(s: &Settings, host: &str, dir: &Path) -> Vec<String> {
     }
     if s.goose_quiet {
         args.push("--quiet".into());
+        args.push("--no-print-metrics".into());
     }
     args
 }

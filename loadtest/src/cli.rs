@@ -19,6 +19,7 @@ Examples:
   coupon-loadtest flash-sale
   coupon-loadtest lifecycle --duration 10 --baseline reports/baselines/lifecycle.json
   coupon-loadtest flash-sale --duration 10 --mutant d1        # must exit 1 (I1)
+  coupon-loadtest flash-sale --duration 10 --nemesis redis-stale-restart   # must pass
   coupon-loadtest flash-sale --target http://127.0.0.1:8080 --admin-token $TOKEN";
 
 /// The load-test scenarios.
@@ -85,6 +86,12 @@ pub(crate) struct Cli {
     /// Claim persistence of the in-process server: sync or async.
     #[arg(long, value_name = "MODE", default_value = "sync")]
     pub persistence: Persistence,
+    /// Inject a fault during the run (needs the in-process server, which then runs on a
+    /// Redis of the run's own): `redis-stale-restart` restarts Redis mid-sale from an older
+    /// snapshot; a sync run must still pass.
+    #[arg(long, value_name = "FAULT")]
+    pub nemesis: Option<crate::nemesis::NemesisKind>,
+
     /// Test an external server speaking the same API instead of an in-process one
     /// (needs --admin-token).
     #[arg(long, value_name = "URL", requires = "admin_token")]
@@ -133,7 +140,8 @@ pub(crate) struct Cli {
     /// Seed of the users' random choices [default: from the clock].
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
-    /// Quieter Goose console: warnings only (no per-user launch lines).
+    /// Quieter Goose console: warnings only (no per-user launch lines, no metrics tables;
+    /// the run prints its own summary and verdict).
     #[arg(long)]
     pub goose_quiet: bool,
 }
@@ -172,6 +180,8 @@ pub(crate) struct Settings {
     pub variant: Variant,
     /// Claim persistence (in-process only).
     pub persistence: Persistence,
+    /// Fault injected during the run (in-process only).
+    pub nemesis: Option<crate::nemesis::NemesisKind>,
     /// External server, if any.
     pub target: Option<String>,
     /// Admin token of the external server.
@@ -263,6 +273,11 @@ impl Cli {
             if self.persistence != Persistence::Sync {
                 bail!("--persistence applies to the in-process server only, not to --target");
             }
+            if self.nemesis.is_some() {
+                bail!(
+                    "--nemesis needs the in-process server (it restarts the run's own Redis), not --target"
+                );
+            }
         }
         if let Some(t) = &self.target
             && !(t.starts_with("http://") || t.starts_with("https://"))
@@ -303,6 +318,7 @@ impl Cli {
             customers,
             variant: self.mutant,
             persistence: self.persistence,
+            nemesis: self.nemesis,
             target: self.target.map(|t| t.trim_end_matches('/').to_owned()),
             admin_token: self.admin_token,
             report_dir: self.report_dir,

@@ -12,8 +12,10 @@ mod api;
 mod attack;
 mod audit;
 mod baseline;
+mod bench;
 mod checks;
 mod cli;
+mod nemesis;
 mod progress;
 mod report;
 mod rng;
@@ -32,6 +34,10 @@ use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // `bench` is a command of its own beside the scenarios (which stay the first argument).
+    if std::env::args().nth(1).as_deref() == Some("bench") {
+        return bench_main().await;
+    }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -54,6 +60,31 @@ async fn main() -> ExitCode {
         Ok(v) => ExitCode::from(v.exit_code()),
         Err(e) => {
             eprintln!("coupon-loadtest: setup error: {e:#}");
+            ExitCode::from(verdict::EXIT_SETUP)
+        }
+    }
+}
+
+async fn bench_main() -> ExitCode {
+    let args = std::env::args()
+        .enumerate()
+        .filter(|(i, _)| *i != 1)
+        .map(|(_, a)| a);
+    let cli = match bench::BenchCli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+                _ => ExitCode::from(verdict::EXIT_SETUP),
+            };
+        }
+    };
+    init_tracing();
+    match bench::run(cli).await {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("coupon-loadtest bench: setup error: {e:#}");
             ExitCode::from(verdict::EXIT_SETUP)
         }
     }

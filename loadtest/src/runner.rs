@@ -14,12 +14,47 @@ use crate::{
     attack, audit, baseline,
     checks::{self, Evidence},
     cli::Settings,
+    nemesis,
     progress::phase,
     report::{self, Report},
     scenarios::Ctx,
     setup, stats,
     verdict::Verdict,
 };
+
+/// Starts `--nemesis` against the in-process server's own Redis and the hot template.
+fn start_nemesis(
+    s: &Settings,
+    fixture: &setup::Fixture,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<Vec<nemesis::NemesisEvent>>>> {
+    let Some(kind) = s.nemesis else {
+        return Ok(None);
+    };
+    let server = fixture
+        .server
+        .as_ref()
+        .context("--nemesis needs the in-process server")?;
+    let redis = server
+        .own_redis
+        .clone()
+        .context("the in-process server has no Redis of its own")?;
+    let hot = fixture.templates.first().context("no template seeded")?;
+    let run_for = std::time::Duration::from_secs(s.duration.unwrap_or(10));
+    phase(
+        "run",
+        format!("nemesis {kind:?} armed against the run's own Redis"),
+    );
+    Ok(Some(nemesis::spawn(
+        kind,
+        nemesis::Target {
+            engine: server.engine().clone(),
+            redis,
+            template: hot.id,
+            total_stock: hot.total_stock,
+        },
+        run_for,
+    )))
+}
 
 /// Runs everything; `Err` is a setup or infrastructure error (exit 3).
 pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
@@ -49,7 +84,12 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
         fixture.customers.clone(),
         fixture.run_tag.clone(),
     ));
+    let nemesis = start_nemesis(&s, &fixture)?;
     let attack = attack::run(&s, ctx.clone(), fixture.api.base(), &dir).await?;
+    let nemesis = match nemesis {
+        Some(task) => task.await.context("the nemesis task")?,
+        None => Vec::new(),
+    };
     let events = ctx.acks.snapshot();
     phase(
         "run",
@@ -157,6 +197,7 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
         thresholds: attack.thresholds,
         baseline: comparison,
         goose_reports: attack.goose_reports,
+        nemesis,
         failures,
     };
     report::write_all(&dir, &report)?;

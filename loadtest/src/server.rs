@@ -2,12 +2,22 @@
 //! namespace) from the engine's testkit, served on 127.0.0.1:0 with secrets chosen here.
 
 use anyhow::Context;
+use std::sync::Arc;
+
 use coupon_engine::{
     EngineConfig, Persistence, Variant,
     http::{AppState, serve},
-    testkit::TestEnv,
+    testkit::{
+        Backends, TestEnv,
+        local::{LocalRedis, RedisPersistence},
+        shared_backends,
+    },
 };
-use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tokio::{
+    net::TcpListener,
+    sync::{Mutex, oneshot},
+    task::JoinHandle,
+};
 use uuid::Uuid;
 
 /// A running in-process server and the environment under it.
@@ -18,22 +28,46 @@ pub(crate) struct InProcess {
     pub admin_token: String,
     /// Redis namespace and database, for the report.
     pub description: String,
+    /// The run's own Redis, when a fault needs one it may restart.
+    pub own_redis: Option<Arc<Mutex<LocalRedis>>>,
     shutdown: Option<oneshot::Sender<()>>,
     task: JoinHandle<std::io::Result<()>>,
     env: TestEnv,
 }
 
 impl InProcess {
-    /// Provisions an environment for `variant` / `persistence` and starts serving it.
-    pub(crate) async fn start(variant: Variant, persistence: Persistence) -> anyhow::Result<Self> {
+    /// Provisions an environment for `variant` / `persistence` and starts serving it; with
+    /// `own_redis`, on a `redis-server` started for this run alone (with AOF), never a
+    /// shared one, so a fault may kill and restart it.
+    pub(crate) async fn start(
+        variant: Variant,
+        persistence: Persistence,
+        own_redis: bool,
+    ) -> anyhow::Result<Self> {
         let config = EngineConfig {
             variant,
             persistence,
             ..EngineConfig::default()
         };
-        let env = TestEnv::with_config(config)
-            .await
-            .context("provisioning Redis and Postgres (coupon_engine::testkit)")?;
+        let (env, own_redis) = if own_redis {
+            let redis = LocalRedis::start_with(RedisPersistence::Aof)
+                .context("starting the run's own redis-server")?;
+            let shared = shared_backends().await.context("provisioning Postgres")?;
+            let backends = Arc::new(Backends::with_urls(
+                redis.url(),
+                shared.database_url.clone(),
+                None,
+            ));
+            let env = TestEnv::on(backends, config)
+                .await
+                .context("provisioning the run's database")?;
+            (env, Some(Arc::new(Mutex::new(redis))))
+        } else {
+            let env = TestEnv::with_config(config)
+                .await
+                .context("provisioning Redis and Postgres (coupon_engine::testkit)")?;
+            (env, None)
+        };
         let admin_token = format!("lt-admin-{}", Uuid::new_v4().simple());
         let user_secret = format!("lt-users-{}", Uuid::new_v4().simple());
         let listener = TcpListener::bind("127.0.0.1:0")
@@ -59,10 +93,16 @@ impl InProcess {
             base_url: format!("http://{addr}"),
             admin_token,
             description,
+            own_redis,
             shutdown: Some(tx),
             task,
             env,
         })
+    }
+
+    /// The engine behind the server.
+    pub(crate) fn engine(&self) -> &coupon_engine::CouponEngine {
+        &self.env.engine
     }
 
     /// Drains and stops the server, then drops the environment (database and namespace).

@@ -65,7 +65,7 @@ pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
                     s.variant.name()
                 ),
             );
-            let server = InProcess::start(s.variant, s.persistence).await?;
+            let server = InProcess::start(s.variant, s.persistence, s.nemesis.is_some()).await?;
             let api = Api::new(&server.base_url, &server.admin_token)?;
             let description = server.description.clone();
             (api, Some(server), description)

@@ -59,6 +59,20 @@ pub(crate) fn render(r: &Report) -> String {
         s.push_str("</ul>");
     }
     summary_cards(&mut s, r);
+    if !r.nemesis.is_empty() {
+        s.push_str(
+            "<h2>Faults injected</h2><table><tr><th>at (s after start)</th><th>what</th></tr>",
+        );
+        for e in &r.nemesis {
+            let _ = write!(
+                s,
+                "<tr><td>{:.2}</td><td>{}</td></tr>",
+                e.at_secs,
+                esc(&e.what)
+            );
+        }
+        s.push_str("</table>");
+    }
     invariants(&mut s, r);
     s.push_str("<h2>Claims over time</h2><p class=\"muted\">Distinct coupons granted by acknowledged claims, cumulative per second, against each template's stock (dashed). A line above its stock is an oversell.</p><div class=\"figure\">");
     s.push_str(&svg::claims_over_time(&r.claims_over_time));

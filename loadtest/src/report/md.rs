@@ -33,6 +33,16 @@ pub(crate) fn render(r: &Report) -> String {
         }
         s.push('\n');
     }
+    if !r.nemesis.is_empty() {
+        let _ = writeln!(
+            s,
+            "## Faults injected\n\n| at (s after start) | what |\n|---|---|"
+        );
+        for e in &r.nemesis {
+            let _ = writeln!(s, "| {:.2} | {} |", e.at_secs, cell(&e.what));
+        }
+        s.push('\n');
+    }
     let _ = writeln!(
         s,
         "## Invariants\n\n| | Invariant | Result | Evidence |\n|---|---|---|---|"

@@ -72,6 +72,9 @@ pub(crate) struct Report {
     pub baseline: Option<Comparison>,
     /// Goose's own report files in the same directory.
     pub goose_reports: Vec<String>,
+    /// Faults injected during the run (`--nemesis`), with when they happened.
+    #[serde(default)]
+    pub nemesis: Vec<crate::nemesis::NemesisEvent>,
     /// Why the run failed, in words (empty on PASS).
     pub failures: Vec<String>,
 }

@@ -1,0 +1,256 @@
+//! `coupon-loadtest bench`: the engine and the harness side by side with their anchors, in
+//! one run (docs/ARCHITECTURE.md, "Speed"). Every row runs for the same time at the same
+//! concurrency; the point is the ratios between rows, which travel between machines.
+
+mod anchors;
+mod cli;
+mod goose_row;
+mod load;
+mod measure;
+mod ratios;
+mod report;
+mod target;
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::Context;
+use coupon_engine::{Persistence, testkit::shared_backends};
+use time::{OffsetDateTime, macros::format_description};
+
+pub(crate) use cli::BenchCli;
+
+use crate::progress::phase;
+use anchors::{Endpoints, PgShape};
+use load::Expect;
+use measure::Row;
+
+/// Exit code when a ratio fell below its baseline bound.
+pub(crate) const EXIT_REGRESSION: u8 = 2;
+
+/// Runs every row and writes the report; returns the exit code.
+pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
+    cli.validate()?;
+    let started = OffsetDateTime::now_utc();
+    let run_for = Duration::from_secs(cli.seconds);
+    let backends = shared_backends()
+        .await
+        .context("provisioning Redis and Postgres")?;
+    let endpoints = Endpoints::parse(&backends.redis_url, &backends.database_url)?;
+    let dir = report_dir(&cli.report_dir, started)?;
+    let scratch = dir.join("scratch");
+    let mut rows: Vec<Row> = Vec::new();
+
+    phase("bench", "anchors: redis-benchmark EVALSHA of claim.lua");
+    let mut conn = redis::Client::open(backends.redis_url.as_str())?
+        .get_connection_manager()
+        .await
+        .context("connecting to Redis")?;
+    for granting in [false, true] {
+        rows.push(
+            anchors::redis_claim_script(
+                &endpoints,
+                &mut conn,
+                granting,
+                cli.connections,
+                cli.seconds,
+            )
+            .await?,
+        );
+        print_row(rows.last());
+    }
+
+    phase(
+        "bench",
+        "anchors: pgbench single-row INSERT and hot-row transaction",
+    );
+    let pg_target = target::Target::start(backends.clone(), Persistence::Sync, 1)?;
+    anchors::prepare_pg(pg_target.engine.pool()).await?;
+    let pg = endpoints_for_database(&endpoints, pg_target.engine.pool()).await?;
+    for shape in [PgShape::Insert, PgShape::HotRow] {
+        let e = pg.clone();
+        let clients = cli.pg_clients;
+        let seconds = cli.seconds;
+        let scratch = scratch.clone();
+        rows.push(
+            tokio::task::spawn_blocking(move || {
+                anchors::pgbench(&e, shape, clients, seconds, &scratch)
+            })
+            .await??,
+        );
+        print_row(rows.last());
+    }
+    pg_target.stop()?;
+
+    let mut batches = None;
+    for persistence in [Persistence::Sync, Persistence::Async] {
+        let mode = match persistence {
+            Persistence::Sync => "sync",
+            Persistence::Async => "async",
+        };
+        phase(
+            "bench",
+            format!("the engine ({mode}): in-process, then over HTTP"),
+        );
+        let t = target::Target::start(backends.clone(), persistence, 2)?;
+        let c = cli.connections;
+        let engine_rows: Vec<(&'static str, &str, Expect, bool)> = match persistence {
+            Persistence::Sync => vec![
+                (
+                    "inproc_sold_out",
+                    "in-process claim, sold out",
+                    Expect::SoldOut,
+                    false,
+                ),
+                (
+                    "inproc_sync_granted",
+                    "in-process claim, sync granted",
+                    Expect::Granted,
+                    false,
+                ),
+                (
+                    "http_sold_out",
+                    "HTTP claim, sold out (minimal client)",
+                    Expect::SoldOut,
+                    true,
+                ),
+                (
+                    "http_sync_granted",
+                    "HTTP claim, sync granted",
+                    Expect::Granted,
+                    true,
+                ),
+            ],
+            Persistence::Async => vec![
+                (
+                    "inproc_async_granted",
+                    "in-process claim, async granted",
+                    Expect::Granted,
+                    false,
+                ),
+                (
+                    "http_async_granted",
+                    "HTTP claim, async granted",
+                    Expect::Granted,
+                    true,
+                ),
+            ],
+        };
+        for (key, what, expect, http) in engine_rows {
+            let template = match expect {
+                Expect::SoldOut => t.sold_out,
+                Expect::Granted => t.granting,
+            };
+            let samples = if http {
+                load::over_http(&t.base_url, template, expect, key, c, run_for).await?
+            } else {
+                load::in_process(&t.engine, template, expect, key, c, run_for).await
+            };
+            let note = format!("{c} clients, closed loop, {} calls", samples.len());
+            rows.push(samples.into_row(key, what, run_for.as_secs_f64(), note));
+            print_row(rows.last());
+        }
+        if persistence == Persistence::Sync {
+            batches = Some(t.engine.batch_sizes());
+            phase(
+                "bench",
+                "the harness: Goose flash-sale on the sold-out path",
+            );
+            rows.push(
+                goose_row::flash_sale_sold_out(&t.base_url, t.sold_out, c, cli.seconds, &scratch)
+                    .await?,
+            );
+            print_row(rows.last());
+        }
+        t.engine.flush().await?;
+        tokio::task::spawn_blocking(move || t.stop()).await??;
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+
+    let mut ratios = ratios::compute(&rows);
+    let mut exit = 0;
+    let mut failures = Vec::new();
+    if let Some(path) = &cli.baseline {
+        let baseline = ratios::read_baseline(path)?;
+        failures = ratios::gate(&mut ratios, &baseline, cli.min_fraction);
+        if !failures.is_empty() {
+            exit = EXIT_REGRESSION;
+        }
+    }
+    let doc = report::Document {
+        started_at: started
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default(),
+        seconds: cli.seconds,
+        connections: cli.connections,
+        pg_clients: cli.pg_clients,
+        machine: report::machine(),
+        rows,
+        ratios,
+        batch_sizes: batches.map(Into::into),
+        baseline: cli.baseline.as_ref().map(|p| p.display().to_string()),
+        failures,
+    };
+    report::write(&dir, &doc)?;
+    if let Some(path) = &cli.write_baseline {
+        let b = ratios::to_baseline(
+            &doc.ratios,
+            format!(
+                "coupon-loadtest bench --seconds {} on {} ({})",
+                cli.seconds, doc.machine, doc.started_at
+            ),
+        );
+        std::fs::write(path, serde_json::to_string_pretty(&b)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    print!("{}", report::markdown_table(&doc));
+    phase(
+        "bench",
+        format!("report: {}", dir.join("index.html").display()),
+    );
+    for f in &doc.failures {
+        eprintln!("coupon-loadtest bench: ratio below its baseline bound: {f}");
+    }
+    Ok(exit)
+}
+
+fn print_row(row: Option<&Row>) {
+    if let Some(r) = row {
+        let f = |v: Option<f64>| v.map_or("—".to_owned(), |v| format!("{v:.1}"));
+        phase(
+            "bench",
+            format!(
+                "{:<24} {:>10}/s  p50 {} ms  p99 {} ms  {}",
+                r.key,
+                f(r.per_sec),
+                f(r.p50_ms),
+                f(r.p99_ms),
+                r.note
+            ),
+        );
+    }
+}
+
+async fn endpoints_for_database(e: &Endpoints, pool: &sqlx::PgPool) -> anyhow::Result<Endpoints> {
+    let db: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(pool)
+        .await?;
+    Ok(Endpoints {
+        redis_host: e.redis_host.clone(),
+        redis_port: e.redis_port,
+        pg_host: e.pg_host.clone(),
+        pg_port: e.pg_port,
+        pg_user: e.pg_user.clone(),
+        pg_database: db,
+    })
+}
+
+fn report_dir(root: &std::path::Path, at: OffsetDateTime) -> anyhow::Result<PathBuf> {
+    let stamp = at
+        .format(format_description!(
+            "[year][month][day]T[hour][minute][second]Z"
+        ))
+        .unwrap_or_default();
+    let dir = root.join(format!("{stamp}-bench"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}

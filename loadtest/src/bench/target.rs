@@ -1,0 +1,145 @@
+//! The engine under measurement: an isolated environment (own database and namespace) and
+//! an HTTP server on a Tokio runtime of its own, so the load generator's tasks and the
+//! server's do not share worker threads.
+
+use std::{sync::Arc, thread::JoinHandle};
+
+use anyhow::Context;
+use coupon_engine::{
+    CouponEngine, EngineConfig, NewTemplate, Persistence, RefundPolicy,
+    http::{AppState, serve},
+    testkit::{Backends, TestEnv},
+};
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+/// The user-token secret of the bench server (a development default: the bench server
+/// only ever listens on loopback for the length of a run).
+pub(crate) const SECRET: &str = "bench-dev-user-secret";
+
+/// A running engine and server.
+pub(crate) struct Target {
+    /// `http://127.0.0.1:<port>`.
+    pub base_url: String,
+    /// The engine behind it (for the in-process rows).
+    pub engine: CouponEngine,
+    /// A template whose only coupon is gone.
+    pub sold_out: Uuid,
+    /// A template with stock to spare (and a per-user limit the bench stays under).
+    pub granting: Uuid,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+/// Most coupons one bench user claims from the granting template before the next user
+/// takes over (under the template's per-user limit).
+pub(crate) const CLAIMS_PER_USER: u64 = 5_000;
+
+impl Target {
+    /// Starts an engine in `persistence` mode on `backends`, with `worker_threads` for its
+    /// runtime.
+    pub(crate) fn start(
+        backends: Arc<Backends>,
+        persistence: Persistence,
+        worker_threads: usize,
+    ) -> anyhow::Result<Self> {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("bench-server".into())
+            .spawn(move || -> anyhow::Result<()> {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(worker_threads.max(1))
+                    .thread_name("bench-server-rt")
+                    .enable_all()
+                    .build()
+                    .context("server runtime")?;
+                rt.block_on(async move {
+                    let ready = setup(backends, persistence).await;
+                    let (env, listener, sold_out, granting) = match ready {
+                        Ok(r) => r,
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                            return Ok(());
+                        }
+                    };
+                    let addr = listener.local_addr()?;
+                    let state = AppState::new(env.engine.clone(), "bench-admin", SECRET);
+                    let _ = ready_tx.send(Ok((
+                        format!("http://{addr}"),
+                        env.engine.clone(),
+                        sold_out,
+                        granting,
+                    )));
+                    serve(listener, state, async move {
+                        let _ = stop_rx.await;
+                    })
+                    .await?;
+                    env.engine.shutdown().await;
+                    tokio::task::spawn_blocking(move || drop(env)).await?;
+                    Ok(())
+                })
+            })
+            .context("starting the server thread")?;
+        let (base_url, engine, sold_out, granting) = ready_rx
+            .recv()
+            .context("the server thread ended before it was ready")??;
+        Ok(Self {
+            base_url,
+            engine,
+            sold_out,
+            granting,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the server and removes its environment.
+    pub(crate) fn stop(mut self) -> anyhow::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => anyhow::bail!("the server thread panicked"),
+            None => Ok(()),
+        }
+    }
+}
+
+async fn setup(
+    backends: Arc<Backends>,
+    persistence: Persistence,
+) -> anyhow::Result<(TestEnv, tokio::net::TcpListener, Uuid, Uuid)> {
+    let config = EngineConfig {
+        persistence,
+        ..EngineConfig::default()
+    };
+    let env = TestEnv::on(backends, config)
+        .await
+        .context("provisioning the bench environment")?;
+    let e = &env.engine;
+    let sold_out = e
+        .create_template(NewTemplate::simple(
+            "bench sold out",
+            1,
+            1,
+            RefundPolicy::ReturnToStock,
+        ))
+        .await?
+        .id;
+    e.claim(sold_out, "bench-first", "bench-first").await?;
+    let granting = e
+        .create_template(NewTemplate::simple(
+            "bench granting",
+            1_000_000_000,
+            (CLAIMS_PER_USER as i32) * 2,
+            RefundPolicy::ReturnToStock,
+        ))
+        .await?
+        .id;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("binding 127.0.0.1:0")?;
+    Ok((env, listener, sold_out, granting))
+}
