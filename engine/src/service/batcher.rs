@@ -50,6 +50,7 @@ pub struct BatchStats {
     buckets: [AtomicU64; BATCH_BUCKETS.len()],
     count: AtomicU64,
     sum: AtomicU64,
+    micros: AtomicU64,
 }
 
 /// A copy of [`BatchStats`]: cumulative bucket counts, number of batches, total intents.
@@ -61,10 +62,14 @@ pub struct BatchHistogram {
     pub count: u64,
     /// Intents decided.
     pub sum: u64,
+    /// Time spent in the batches' transactions, microseconds.
+    pub micros: u64,
 }
 
 impl BatchStats {
-    fn observe(&self, size: usize) {
+    fn observe(&self, size: usize, took: Duration) {
+        self.micros
+            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
         let size = size as u64;
         for (b, le) in self.buckets.iter().zip(BATCH_BUCKETS) {
             if size <= le {
@@ -85,6 +90,7 @@ impl BatchStats {
                 .collect(),
             count: self.count.load(Ordering::Relaxed),
             sum: self.sum.load(Ordering::Relaxed),
+            micros: self.micros.load(Ordering::Relaxed),
         }
     }
 }
@@ -241,11 +247,12 @@ async fn commit(pg: &PgPool, batch: Vec<Job>, arbitration: Arbitration, stats: &
     let intents: Vec<PendingIntent> = batch.iter().map(|j| j.intent.clone()).collect();
     let mut last_error = None;
     for attempt in 0..ATTEMPTS {
+        let started = std::time::Instant::now();
         // A retry is safe even if an earlier commit went through unseen: the intents carry
         // their coupon ids, so the lookup then answers `Stored` for them.
         match arbiter::decide_batch(pg, &template, &intents, arbitration).await {
             Ok(verdicts) => {
-                stats.observe(batch.len());
+                stats.observe(batch.len(), started.elapsed());
                 for (job, verdict) in batch.into_iter().zip(verdicts) {
                     let _ = job.reply.send(Ok(verdict));
                 }

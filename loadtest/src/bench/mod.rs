@@ -150,7 +150,17 @@ pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
             print_row(rows.last());
         }
         if persistence == Persistence::Sync {
-            batches = Some(t.engine.batch_sizes());
+            let h = t.engine.batch_sizes();
+            phase(
+                "bench",
+                format!(
+                    "group commit: {} batches, {:.1} claims and {:.2} ms per batch transaction",
+                    h.count,
+                    h.sum as f64 / h.count.max(1) as f64,
+                    h.micros as f64 / 1000.0 / h.count.max(1) as f64
+                ),
+            );
+            batches = Some(h);
             phase(
                 "bench",
                 "the harness: Goose flash-sale on the sold-out path",

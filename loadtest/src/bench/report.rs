@@ -35,6 +35,8 @@ pub(crate) struct BatchHistogramDoc {
     pub buckets: Vec<(u64, u64)>,
     pub batches: u64,
     pub claims: u64,
+    /// Mean time of one batch's transaction, ms.
+    pub mean_batch_ms: f64,
 }
 
 impl From<BatchHistogram> for BatchHistogramDoc {
@@ -43,6 +45,7 @@ impl From<BatchHistogram> for BatchHistogramDoc {
             buckets: BATCH_BUCKETS.iter().copied().zip(h.buckets).collect(),
             batches: h.count,
             claims: h.sum,
+            mean_batch_ms: h.micros as f64 / 1000.0 / h.count.max(1) as f64,
         }
     }
 }
@@ -115,11 +118,12 @@ fn markdown(d: &Document) -> String {
     if let Some(b) = &d.batch_sizes {
         let _ = writeln!(
             s,
-            "\nSync group commit: {} batches decided {} claims (mean {:.1} per batch). \
-             Cumulative batch sizes: {}",
+            "\nSync group commit: {} batches decided {} claims (mean {:.1} per batch, {:.2} ms \
+             per batch transaction). Cumulative batch sizes: {}",
             b.batches,
             b.claims,
             b.claims as f64 / b.batches.max(1) as f64,
+            b.mean_batch_ms,
             b.buckets
                 .iter()
                 .map(|(le, n)| format!("≤{le}: {n}"))
