@@ -404,6 +404,61 @@ async fn malformed_input_is_400_with_a_reason() {
 }
 
 #[tokio::test]
+async fn bad_input_gets_the_status_the_description_declares() {
+    let app = spawn_app().await;
+    let t = app.template(5, 1, "return_to_user").await;
+    let alice = user("alice");
+    // Over the 16 KiB limit: 413, not 400, as declared.
+    let big: &'static str =
+        Box::leak(format!("{{\"request_id\": \"{}\"}}", "x".repeat(20_000)).into_boxed_str());
+    let (s, e) = app
+        .raw(&format!("/v1/templates/{t}/claims"), &alice, big)
+        .await;
+    assert_eq!(
+        (s, code(&e)),
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+    );
+    // Only the hyphenated UUID form the description's pattern allows.
+    let simple = t.replace('-', "");
+    for id in [simple.clone(), format!("{{{t}}}"), format!("urn:uuid:{t}")] {
+        let (s, e) = app
+            .call(Method::GET, &format!("/v1/templates/{id}"), None, None)
+            .await;
+        assert_eq!(
+            (s, code(&e)),
+            (StatusCode::BAD_REQUEST, "invalid_request"),
+            "{id}"
+        );
+    }
+    // NUL cannot be stored in Postgres text: a clear 400, never a 503.
+    let (s, e) = app
+        .raw(
+            "/v1/templates",
+            ADMIN,
+            r#"{"name": "a\u0000b", "total_stock": 1, "per_user_limit": 1, "discount": {"kind": "fixed", "amount": 1}, "valid_days": 1, "refund_policy": "return_to_user"}"#,
+        )
+        .await;
+    assert_eq!(
+        (s, code(&e)),
+        (StatusCode::BAD_REQUEST, "invalid_request"),
+        "{e}"
+    );
+    // A null optional field is absent, as the schema's nullable types say.
+    let (s, e) = app
+        .raw(
+            "/v1/templates",
+            ADMIN,
+            r#"{"name": "n", "total_stock": 1, "per_user_limit": 1, "discount": {"kind": "percent", "percent": 5, "amount": null}, "valid_days": 1, "valid_until": null, "refund_policy": "return_to_stock"}"#,
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{e}");
+    let (_, got) = app
+        .call(Method::GET, &format!("/v1/templates/{t}"), None, None)
+        .await;
+    assert_eq!(got["remaining_stock"], 5, "nothing changed");
+}
+
+#[tokio::test]
 async fn openapi_lists_every_route_and_metrics_parse() {
     let app = spawn_app().await;
     let (s, doc) = app.call(Method::GET, "/openapi.json", None, None).await;

@@ -1,14 +1,47 @@
-//! Request and response bodies of the API (the OpenAPI schemas are derived from these).
+//! Request and response bodies of the API. The OpenAPI schemas are derived from these, and
+//! every constraint the server enforces that JSON Schema can state is stated here, so that a
+//! schema-valid request is one the server accepts (issue 15).
+//!
+//! Types ending in `Doc` describe a body the handler (de)serializes with an engine type; they
+//! exist only for the description and are checked against the real types by tests.
+
+use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use time::OffsetDateTime;
+use utoipa::{
+    PartialSchema, ToSchema,
+    openapi::{
+        AllOfBuilder, Discriminator, KnownFormat, ObjectBuilder, OneOfBuilder, Ref, RefOr, Schema,
+        SchemaFormat, Type,
+        schema::{AdditionalProperties, SchemaType},
+    },
+};
 use uuid::Uuid;
+
+use crate::domain::template::{MAX_PER_USER_LIMIT, MAX_STOCK};
+
+/// `[A-Za-z0-9_-]`, the alphabet of user and request ids (`domain::ids`).
+pub const ID_PATTERN: &str = "^[A-Za-z0-9_-]+$";
+/// No control character (Unicode `Cc`, what `char::is_control` refuses in order ids).
+pub const ORDER_ID_PATTERN: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$";
+/// A canonical hyphenated UUID; the server refuses the other forms `uuid` would parse.
+pub const UUID_PATTERN: &str =
+    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+/// At least one character that is not Unicode `White_Space` (what `str::trim` strips), and
+/// no NUL (Postgres `text` cannot hold it).
+pub const NAME_PATTERN: &str = "^[^\\u0000]*[^\\u0000\\u0009-\\u000D\\u0020\\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000][^\\u0000]*$";
+/// Longest template name, in UTF-8 bytes.
+pub const MAX_NAME_BYTES: usize = 200;
+/// Longest validity in days.
+pub const MAX_VALID_DAYS: i32 = 3650;
 
 /// `POST /v1/templates/{id}/claims`
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
     /// Idempotency key, 1–64 chars of `[A-Za-z0-9_-]`.
+    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_-]+$")]
     pub request_id: String,
 }
 
@@ -27,9 +60,16 @@ pub struct ClaimResponse {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RedeemRequest {
-    /// The order, 1–64 bytes.
+    /// The order: 1–64 bytes of UTF-8 (64 ASCII characters, fewer when some take several
+    /// bytes), no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
     pub order_id: String,
     /// Order amount in minor units (cents), ≥ 0.
+    #[schema(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     pub order_amount: i64,
 }
 
@@ -48,7 +88,12 @@ pub struct RedeemResponse {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RefundRequest {
-    /// The order whose redemption is refunded.
+    /// The order whose redemption is refunded (same rules as in a redemption).
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
     pub order_id: String,
 }
 
@@ -58,6 +103,7 @@ pub struct RefundResponse {
     /// The coupon.
     pub coupon_id: Uuid,
     /// `issued` (returned to the user) or `revoked` (returned to stock).
+    #[schema(pattern = "^(issued|revoked)$")]
     pub status: String,
 }
 
@@ -66,13 +112,14 @@ pub struct RefundResponse {
 #[serde(deny_unknown_fields)]
 pub struct TokenRequest {
     /// The user, 1–64 chars of `[A-Za-z0-9_-]`.
+    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_-]+$")]
     pub user_id: String,
 }
 
 /// A user token.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TokenResponse {
-    /// Bearer token for the user.
+    /// Bearer token for the user: `<user_id>.<hex HMAC-SHA256(secret, user_id)>`.
     pub token: String,
 }
 
@@ -86,16 +133,431 @@ pub struct ErrorBody {
 /// Code and message of an error.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ErrorDetail {
-    /// Stable code: stock_empty, user_limit, not_found, not_owner, already_used, expired,
-    /// below_min_amount, invalid_state, invalid_request, unauthorized, busy, unavailable.
+    /// Stable, machine-readable code.
+    #[schema(value_type = ErrorCode)]
     pub code: String,
     /// Human-readable reason.
     pub message: String,
 }
 
+/// Every error code the API answers (the HTTP status says the class).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// 409: the template has no stock left.
+    StockEmpty,
+    /// 409: the user holds as many coupons of the template as allowed.
+    UserLimit,
+    /// 404: no such template, coupon or route.
+    NotFound,
+    /// 403: the coupon belongs to another user.
+    NotOwner,
+    /// 409: the coupon is used by another order.
+    AlreadyUsed,
+    /// 409: the coupon is past its validity.
+    Expired,
+    /// 409: the order is below the template's minimum order amount.
+    BelowMinAmount,
+    /// 409: not allowed in the current state.
+    InvalidState,
+    /// 400: malformed or out-of-range input; nothing changed.
+    InvalidRequest,
+    /// 413: the body is larger than the limit.
+    PayloadTooLarge,
+    /// 401: missing or invalid token.
+    Unauthorized,
+    /// 429: another redemption of the coupon is in progress; retry.
+    Busy,
+    /// 503: a backend failed; the outcome is unknown, retry with the same ids.
+    Unavailable,
+}
+
 /// Health of the backends.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Health {
-    /// `ok` or `unavailable`.
+    /// `ok`.
+    #[schema(pattern = "^ok$")]
     pub status: String,
+}
+
+/// A template as answered: what was given at creation, with `id`, `status` and the live
+/// `remaining_stock` (`null` while Redis has not been initialised for it).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = Template)]
+pub struct TemplateDoc {
+    /// Template id.
+    pub id: Uuid,
+    /// Display name.
+    pub name: String,
+    /// Coupons that may ever count against stock.
+    pub total_stock: i64,
+    /// Coupons one user may hold.
+    pub per_user_limit: i32,
+    /// The discount rule.
+    #[schema(schema_with = discount_ref)]
+    pub discount: serde_json::Value,
+    /// Absolute validity start.
+    pub valid_from: Option<OffsetDateTime>,
+    /// Absolute validity end.
+    pub valid_until: Option<OffsetDateTime>,
+    /// Validity in days from the claim.
+    pub valid_days: Option<i32>,
+    /// Claims before this are refused.
+    pub claim_starts_at: Option<OffsetDateTime>,
+    /// Claims after this are refused.
+    pub claim_ends_at: Option<OffsetDateTime>,
+    /// What a refund does.
+    #[schema(schema_with = refund_policy_schema)]
+    pub refund_policy: String,
+    /// Extend validity by the time held by a refunded order.
+    pub extend_validity_on_refund: bool,
+    /// Whether claims are accepted.
+    #[schema(schema_with = template_status_schema)]
+    pub status: String,
+    /// Live remaining stock.
+    pub remaining_stock: Option<i64>,
+}
+
+/// A claimed coupon.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = Coupon)]
+pub struct CouponDoc {
+    /// Coupon id.
+    pub id: Uuid,
+    /// The template it was claimed from.
+    pub template_id: Uuid,
+    /// Its owner.
+    pub user_id: String,
+    /// `issued`, `used`, `expired` or `revoked`.
+    #[schema(schema_with = coupon_status_schema)]
+    pub status: String,
+    /// The order using it, while used.
+    pub order_id: Option<String>,
+    /// When it was claimed.
+    pub claimed_at: OffsetDateTime,
+    /// Start of validity.
+    pub valid_from: OffsetDateTime,
+    /// End of validity.
+    pub valid_until: OffsetDateTime,
+    /// When it was redeemed, while used.
+    pub used_at: Option<OffsetDateTime>,
+}
+
+/// The auditor's verdict on one template (invariants I1–I5).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = AuditReport)]
+pub struct AuditDoc {
+    /// True when no invariant is violated.
+    pub ok: bool,
+    /// The template audited.
+    pub template_id: Uuid,
+    /// Its total stock.
+    pub total_stock: i64,
+    /// Redis stock (`null`: keys absent, rebuilt on the next claim).
+    pub redis_stock: Option<i64>,
+    /// Coupons counting against stock in Postgres.
+    pub counted: i64,
+    /// Claim intents granted in Redis and not yet in Postgres.
+    pub pending: i64,
+    /// Refunds to stock committed and not yet applied to Redis.
+    pub outbox_unapplied: i64,
+    /// Everything wrong; empty means the template is sound.
+    pub violations: Vec<ViolationDoc>,
+}
+
+/// One broken invariant.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = Violation)]
+pub struct ViolationDoc {
+    /// Which invariant: `I1` … `I5`.
+    #[schema(pattern = "^I[1-5]$")]
+    pub invariant: String,
+    /// What was seen.
+    pub detail: String,
+}
+
+/// What one reconciliation pass did.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = ReconcileReport)]
+pub struct ReconcileDoc {
+    /// Templates looked at.
+    pub templates: u64,
+    /// Pending intents written to Postgres (or found already written).
+    pub pending_persisted: u64,
+    /// Pending intents dropped.
+    pub pending_dropped: u64,
+    /// Outbox rows applied to Redis.
+    pub outbox_applied: u64,
+    /// Templates whose Redis stock disagrees with Postgres after the pass.
+    pub drift: Vec<DriftDoc>,
+}
+
+/// A disagreement between Redis stock and what Postgres implies.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = TemplateDrift)]
+pub struct DriftDoc {
+    /// The template.
+    pub template_id: Uuid,
+    /// Stock in Redis (`null`: not initialised).
+    pub redis_stock: Option<i64>,
+    /// total − counted − still-pending intents.
+    pub expected_stock: i64,
+}
+
+/// The body of `POST /v1/templates` (the handler reads a `NewTemplate`).
+pub struct NewTemplateDoc;
+
+impl PartialSchema for NewTemplateDoc {
+    fn schema() -> RefOr<Schema> {
+        new_template_schema().into()
+    }
+}
+
+impl ToSchema for NewTemplateDoc {
+    fn name() -> Cow<'static, str> {
+        "NewTemplate".into()
+    }
+}
+
+fn typed(ty: Type) -> ObjectBuilder {
+    ObjectBuilder::new().schema_type(ty)
+}
+
+fn nullable(ty: Type) -> ObjectBuilder {
+    ObjectBuilder::new().schema_type(SchemaType::from_iter([ty, Type::Null]))
+}
+
+/// An `i64` in `[min, i64::MAX]`; the maximum keeps generators inside what serde reads.
+fn int64(b: ObjectBuilder, min: i64) -> ObjectBuilder {
+    b.format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        .minimum(Some(min))
+        .maximum(Some(i64::MAX))
+}
+
+fn date_time(b: ObjectBuilder) -> ObjectBuilder {
+    b.format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+}
+
+fn one_of_strings(values: &[&str]) -> ObjectBuilder {
+    typed(Type::String).enum_values(Some(values.iter().copied()))
+}
+
+fn refund_policy_schema() -> ObjectBuilder {
+    one_of_strings(&["return_to_user", "return_to_stock"])
+}
+
+fn template_status_schema() -> ObjectBuilder {
+    one_of_strings(&["active", "paused", "ended"])
+}
+
+fn coupon_status_schema() -> ObjectBuilder {
+    one_of_strings(&["issued", "used", "expired", "revoked"])
+}
+
+/// A field the variant does not use: serde reads an explicit `null` as absent, anything
+/// else is refused.
+fn absent() -> ObjectBuilder {
+    typed(Type::Null)
+}
+
+/// Names of the discount variants in `components.schemas`, by `kind`.
+pub const DISCOUNT_VARIANTS: [(&str, &str); 3] = [
+    ("fixed", "FixedDiscount"),
+    ("percent", "PercentDiscount"),
+    ("threshold", "ThresholdDiscount"),
+];
+
+fn schema_ref(name: &str) -> RefOr<Schema> {
+    RefOr::Ref(Ref::from_schema_name(name))
+}
+
+/// A reference to `Discount`, for the fields that hold one.
+fn discount_ref() -> RefOr<Schema> {
+    schema_ref("Discount")
+}
+
+/// `Discount`: the `kind`-tagged oneOf of its variants.
+pub fn discount_schema() -> Schema {
+    let mut discriminator = Discriminator::new("kind");
+    let mut one_of = OneOfBuilder::new();
+    for (kind, name) in DISCOUNT_VARIANTS {
+        discriminator
+            .mapping
+            .insert(kind.into(), format!("#/components/schemas/{name}"));
+        one_of = one_of.item(schema_ref(name));
+    }
+    one_of
+        .discriminator(Some(discriminator))
+        .description(Some(
+            "How a coupon reduces an order; amounts are minor units (cents)",
+        ))
+        .into()
+}
+
+/// The variants of `Discount::validate`, named as in [`DISCOUNT_VARIANTS`]. A missing
+/// optional field and an explicit `null` are the same to serde, so both are allowed; a field
+/// of another kind may only be `null`.
+pub fn discount_variant_schemas() -> Vec<(&'static str, Schema)> {
+    let amount = || int64(typed(Type::Integer), 1).description(Some("Amount off, minor units"));
+    let min_order = |b: ObjectBuilder| {
+        int64(b, 0).description(Some(
+            "Orders below this amount are refused (409 below_min_amount)",
+        ))
+    };
+    let variant = |kind: &str, description: &str| {
+        typed(Type::Object)
+            .description(Some(description))
+            .property("kind", one_of_strings(&[kind]))
+            .required("kind")
+            .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+    };
+    let fixed = variant("fixed", "A fixed amount off (never more than the order)")
+        .property("amount", amount())
+        .required("amount")
+        .property("min_order_amount", min_order(nullable(Type::Integer)))
+        .property("percent", absent())
+        .property("max_discount", absent());
+    let percent = variant(
+        "percent",
+        "A percentage of the order, floored, optionally capped by max_discount",
+    )
+    .property(
+        "percent",
+        typed(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int32)))
+            .minimum(Some(1))
+            .maximum(Some(100)),
+    )
+    .required("percent")
+    .property(
+        "max_discount",
+        int64(nullable(Type::Integer), 1).description(Some("Cap on the discount, minor units")),
+    )
+    .property("min_order_amount", min_order(nullable(Type::Integer)))
+    .property("amount", absent());
+    let threshold = variant(
+        "threshold",
+        "A fixed amount off once the order reaches min_order_amount",
+    )
+    .property("amount", amount())
+    .required("amount")
+    .property("min_order_amount", min_order(typed(Type::Integer)))
+    .required("min_order_amount")
+    .property("percent", absent())
+    .property("max_discount", absent());
+    vec![
+        (DISCOUNT_VARIANTS[0].1, fixed.into()),
+        (DISCOUNT_VARIANTS[1].1, percent.into()),
+        (DISCOUNT_VARIANTS[2].1, threshold.into()),
+    ]
+}
+
+/// `NewTemplate` as `NewTemplate::validate` accepts it. What JSON Schema cannot compare
+/// (`valid_from` < `valid_until`, `claim_starts_at` < `claim_ends_at`) and the byte length of
+/// `name` are in the operation's description.
+pub fn new_template_schema() -> Schema {
+    let base = typed(Type::Object)
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+        .property(
+            "name",
+            typed(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(MAX_NAME_BYTES))
+                .pattern(Some(NAME_PATTERN))
+                .description(Some(
+                    "Display name: 1–200 bytes of UTF-8, not only whitespace, no NUL",
+                )),
+        )
+        .required("name")
+        .property(
+            "total_stock",
+            int64(typed(Type::Integer), 1)
+                .maximum(Some(MAX_STOCK))
+                .description(Some("Coupons that may ever count against stock")),
+        )
+        .required("total_stock")
+        .property(
+            "per_user_limit",
+            typed(Type::Integer)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int32)))
+                .minimum(Some(1))
+                .maximum(Some(MAX_PER_USER_LIMIT))
+                .description(Some("Coupons one user may hold (issued, used or expired)")),
+        )
+        .required("per_user_limit")
+        .property("discount", discount_ref())
+        .required("discount")
+        .property(
+            "valid_from",
+            date_time(nullable(Type::String))
+                .description(Some("Absolute validity start (default: the claim time)")),
+        )
+        .property(
+            "valid_until",
+            date_time(nullable(Type::String)).description(Some(
+                "Absolute validity end; exactly one of this and valid_days",
+            )),
+        )
+        .property(
+            "valid_days",
+            nullable(Type::Integer)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int32)))
+                .minimum(Some(1))
+                .maximum(Some(MAX_VALID_DAYS))
+                .description(Some(
+                    "Validity in days from the claim; exactly one of this and valid_until",
+                )),
+        )
+        .property(
+            "claim_starts_at",
+            date_time(nullable(Type::String)).description(Some("Claims before this are refused")),
+        )
+        .property(
+            "claim_ends_at",
+            date_time(nullable(Type::String)).description(Some("Claims from this on are refused")),
+        )
+        .property("refund_policy", refund_policy_schema())
+        .required("refund_policy")
+        .property(
+            "extend_validity_on_refund",
+            typed(Type::Boolean).description(Some(
+                "With return_to_user: extend validity by the time the order held the coupon",
+            )),
+        );
+    // Exactly one of the two validity forms is non-null.
+    let validity = OneOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(SchemaType::AnyValue)
+                .property("valid_days", typed(Type::Integer))
+                .required("valid_days"),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(SchemaType::AnyValue)
+                .property("valid_until", typed(Type::String))
+                .required("valid_until"),
+        );
+    // extend_validity_on_refund is refused with return_to_stock.
+    let extend = OneOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(SchemaType::AnyValue)
+                .property("refund_policy", one_of_strings(&["return_to_user"])),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(SchemaType::AnyValue)
+                .property("refund_policy", one_of_strings(&["return_to_stock"]))
+                .property(
+                    "extend_validity_on_refund",
+                    typed(Type::Boolean).enum_values(Some([false])),
+                ),
+        );
+    AllOfBuilder::new()
+        .item(base)
+        .item(validity)
+        .item(extend)
+        .description(Some("A template to create"))
+        .into()
 }

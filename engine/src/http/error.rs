@@ -38,6 +38,15 @@ impl ApiError {
         }
     }
 
+    /// 413 `payload_too_large`: the body is over `limit` bytes.
+    pub fn payload_too_large(limit: usize) -> Self {
+        Self {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            code: "payload_too_large",
+            message: format!("request body larger than {limit} bytes"),
+        }
+    }
+
     /// 401 `unauthorized`.
     pub fn unauthorized(message: &str) -> Self {
         Self {

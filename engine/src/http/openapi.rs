@@ -11,7 +11,13 @@ use super::{dto, routes};
 /// The API description.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "coupon-engine", description = "Coupon / flash-sale API (DESIGN §9)"),
+    info(
+        title = "coupon-engine",
+        description = "Coupon / flash-sale API (DESIGN §9). Every error is \
+            `{\"error\": {\"code\", \"message\"}}`; bodies are limited to 16 KiB (413). Admin \
+            operations take the admin bearer token (`admin`), user operations a user token \
+            minted by `POST /v1/admin/user-tokens` (`user`)."
+    ),
     paths(
         routes::create_template, routes::get_template, routes::claim, routes::redeem,
         routes::refund, routes::my_coupons, routes::audit, routes::reconcile,
@@ -20,9 +26,11 @@ use super::{dto, routes};
     components(schemas(
         dto::ClaimRequest, dto::ClaimResponse, dto::RedeemRequest, dto::RedeemResponse,
         dto::RefundRequest, dto::RefundResponse, dto::TokenRequest, dto::TokenResponse,
-        dto::ErrorBody, dto::ErrorDetail, dto::Health
+        dto::ErrorBody, dto::ErrorDetail, dto::ErrorCode, dto::Health, dto::NewTemplateDoc,
+        dto::TemplateDoc, dto::CouponDoc, dto::AuditDoc, dto::ViolationDoc, dto::ReconcileDoc,
+        dto::DriftDoc
     )),
-    modifiers(&Security)
+    modifiers(&Security, &Schemas)
 )]
 pub struct ApiDoc;
 
@@ -31,17 +39,49 @@ struct Security;
 impl Modify for Security {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
-        for name in ["admin", "user"] {
-            components.add_security_scheme(
-                name,
-                SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
-            );
+        components.add_security_scheme(
+            "admin",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("The server's admin token (COUPON_ADMIN_TOKEN)"))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "user",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("<user_id>.<hex HMAC-SHA256(secret, user_id)>")
+                    .description(Some(
+                        "A user token, minted by POST /v1/admin/user-tokens; it names the caller",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The schemas built by hand because derive cannot state them (tagged variants, `null`-only
+/// fields, one-of-two requirements).
+struct Schemas;
+
+impl Modify for Schemas {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components
+            .schemas
+            .insert("Discount".into(), dto::discount_schema().into());
+        for (name, schema) in dto::discount_variant_schemas() {
+            components.schemas.insert(name.into(), schema.into());
         }
     }
 }
 
 /// `GET /openapi.json`
-#[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "This document")))]
+#[utoipa::path(get, path = "/openapi.json",
+    responses((status = 200, description = "This document", content_type = "application/json", body = Object)))]
 pub async fn serve() -> impl IntoResponse {
     Json(ApiDoc::openapi())
 }

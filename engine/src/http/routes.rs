@@ -16,11 +16,23 @@ use super::{
     auth::{Admin, User, user_token},
     dto::*,
     error::ApiError,
-    extract::{ApiJson, IdPath},
+    extract::{ApiJson, IdParam, IdPath},
 };
 use crate::{
     AuditReport, Coupon, NewTemplate, ReconcileReport, Template, domain::ids::validate_user_id,
 };
+
+/// Shared response descriptions, so every operation words the same status the same way.
+const BAD_REQUEST: &str = "invalid_request: malformed JSON, a wrong content type, a wrong \
+    type, a missing or unknown field, a value out of range, or a malformed id; nothing changed";
+const BAD_ID: &str = "invalid_request: the id is not a hyphenated UUID";
+const ADMIN_UNAUTHORIZED: &str = "unauthorized: missing or invalid admin bearer token";
+const USER_UNAUTHORIZED: &str = "unauthorized: missing or invalid user token";
+const NOT_OWNER: &str = "not_owner: the coupon belongs to another user";
+const NOT_FOUND: &str = "not_found: no such template or coupon";
+const TOO_LARGE: &str = "payload_too_large: the body is over 16 KiB";
+const UNAVAILABLE: &str =
+    "unavailable: a backend failed; the outcome is unknown, retry with the same ids";
 
 /// Every route of the API.
 pub fn routes() -> Router<AppState> {
@@ -69,8 +81,15 @@ struct TemplateView {
 }
 
 #[utoipa::path(post, path = "/v1/templates", tag = "admin",
-    request_body(content = Object, description = "NewTemplate"),
-    responses((status = 201, description = "Created template"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    description = "Creates a template. Besides what the schema says, the server refuses with \
+        400 invalid_request: `valid_from` not before `valid_until`, `claim_starts_at` not \
+        before `claim_ends_at`, and a `name` longer than 200 bytes of UTF-8.",
+    request_body = NewTemplateDoc,
+    responses((status = 201, body = TemplateDoc, description = "The created template"),
+              (status = 400, body = ErrorBody, description = BAD_REQUEST),
+              (status = 401, body = ErrorBody, description = ADMIN_UNAUTHORIZED),
+              (status = 413, body = ErrorBody, description = TOO_LARGE),
+              (status = 503, body = ErrorBody, description = UNAVAILABLE)),
     security(("admin" = [])))]
 async fn create_template(
     State(s): State<AppState>,
@@ -78,6 +97,10 @@ async fn create_template(
     ApiJson(spec): ApiJson<NewTemplate>,
 ) -> Response {
     timed(&s, "create_template", StatusCode::CREATED, async {
+        // Postgres `text` cannot hold NUL: refused here rather than failing the insert (503).
+        if spec.name.contains('\0') {
+            return Err(ApiError::bad_request("name must not contain NUL"));
+        }
         let t = s.engine.create_template(spec).await?;
         let remaining_stock = s.engine.remaining_stock(t.id).await?;
         Ok(TemplateView {
@@ -88,8 +111,11 @@ async fn create_template(
     .await
 }
 
-#[utoipa::path(get, path = "/v1/templates/{id}", params(("id" = Uuid, Path)),
-    responses((status = 200, description = "Template with remaining_stock"), (status = 404, body = ErrorBody)))]
+#[utoipa::path(get, path = "/v1/templates/{id}", params(IdParam),
+    responses((status = 200, body = TemplateDoc, description = "The template with its remaining_stock"),
+              (status = 400, body = ErrorBody, description = BAD_ID),
+              (status = 404, body = ErrorBody, description = NOT_FOUND),
+              (status = 503, body = ErrorBody, description = UNAVAILABLE)))]
 async fn get_template(State(s): State<AppState>, IdPath(id): IdPath) -> Response {
     timed(&s, "get_template", StatusCode::OK, async {
         let t = s.engine.template(id).await?;
@@ -102,10 +128,17 @@ async fn get_template(State(s): State<AppState>, IdPath(id): IdPath) -> Response
     .await
 }
 
-#[utoipa::path(post, path = "/v1/templates/{id}/claims", params(("id" = Uuid, Path)),
+#[utoipa::path(post, path = "/v1/templates/{id}/claims", params(IdParam),
+    description = "Claims one coupon of the template for the caller. Idempotent by \
+        `request_id` within the template: a retry answers the first outcome's coupon.",
     request_body = ClaimRequest,
-    responses((status = 201, body = ClaimResponse), (status = 409, body = ErrorBody, description = "stock_empty, user_limit, invalid_state"),
-              (status = 404, body = ErrorBody), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 503, body = ErrorBody)),
+    responses((status = 201, body = ClaimResponse, description = "The coupon claimed (or the one a retry already got)"),
+              (status = 400, body = ErrorBody, description = BAD_REQUEST),
+              (status = 401, body = ErrorBody, description = USER_UNAUTHORIZED),
+              (status = 404, body = ErrorBody, description = NOT_FOUND),
+              (status = 409, body = ErrorBody, description = "stock_empty, user_limit, or invalid_state (template paused or ended, outside its claim window)"),
+              (status = 413, body = ErrorBody, description = TOO_LARGE),
+              (status = 503, body = ErrorBody, description = UNAVAILABLE)),
     security(("user" = [])))]
 async fn claim(
     State(s): State<AppState>,
@@ -124,10 +157,20 @@ async fn claim(
     .await
 }
 
-#[utoipa::path(post, path = "/v1/coupons/{id}/redeem", params(("id" = Uuid, Path)),
+#[utoipa::path(post, path = "/v1/coupons/{id}/redeem", params(IdParam),
+    description = "Redeems the caller's coupon for an order. Redeeming again with the same \
+        `order_id` answers the same redemption. Besides what the schema says, the server \
+        refuses an `order_id` longer than 64 bytes of UTF-8 (400 invalid_request).",
     request_body = RedeemRequest,
-    responses((status = 200, body = RedeemResponse), (status = 409, body = ErrorBody, description = "already_used, expired, below_min_amount, invalid_state"),
-              (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody, description = "busy")),
+    responses((status = 200, body = RedeemResponse, description = "The redemption (or the earlier one with this order)"),
+              (status = 400, body = ErrorBody, description = BAD_REQUEST),
+              (status = 401, body = ErrorBody, description = USER_UNAUTHORIZED),
+              (status = 403, body = ErrorBody, description = NOT_OWNER),
+              (status = 404, body = ErrorBody, description = NOT_FOUND),
+              (status = 409, body = ErrorBody, description = "already_used, expired, below_min_amount, or invalid_state (the coupon is not issued)"),
+              (status = 413, body = ErrorBody, description = TOO_LARGE),
+              (status = 429, body = ErrorBody, description = "busy: another redemption of this coupon is in progress; retry"),
+              (status = 503, body = ErrorBody, description = UNAVAILABLE)),
     security(("user" = [])))]
 async fn redeem(
     State(s): State<AppState>,
@@ -149,9 +192,20 @@ async fn redeem(
     .await
 }
 
-#[utoipa::path(post, path = "/v1/coupons/{id}/refund", params(("id" = Uuid, Path)),
+#[utoipa::path(post, path = "/v1/coupons/{id}/refund", params(IdParam),
+    description = "Refunds the redemption of the caller's coupon by `order_id`; the template's \
+        refund policy decides whether the coupon returns to the user or to stock. Refunding \
+        again answers the same result. Besides what the schema says, the server refuses an \
+        `order_id` longer than 64 bytes of UTF-8 (400 invalid_request).",
     request_body = RefundRequest,
-    responses((status = 200, body = RefundResponse), (status = 409, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 200, body = RefundResponse, description = "The refund (or the earlier one)"),
+              (status = 400, body = ErrorBody, description = BAD_REQUEST),
+              (status = 401, body = ErrorBody, description = USER_UNAUTHORIZED),
+              (status = 403, body = ErrorBody, description = NOT_OWNER),
+              (status = 404, body = ErrorBody, description = NOT_FOUND),
+              (status = 409, body = ErrorBody, description = "invalid_state: the coupon is not used by this order"),
+              (status = 413, body = ErrorBody, description = TOO_LARGE),
+              (status = 503, body = ErrorBody, description = UNAVAILABLE)),
     security(("user" = [])))]
 async fn refund(
     State(s): State<AppState>,
@@ -170,7 +224,9 @@ async fn refund(
 }
 
 #[utoipa::path(get, path = "/v1/users/me/coupons",
-    responses((status = 200, description = "The caller's coupons, newest first"), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = Vec<CouponDoc>, description = "The caller's coupons, newest first"),
+              (status = 401, body = ErrorBody, description = USER_UNAUTHORIZED),
+              (status = 503, body = ErrorBody, description = UNAVAILABLE)),
     security(("user" = [])))]
 async fn my_coupons(State(s): State<AppState>, User(user): User) -> Response {
     timed(&s, "my_coupons", StatusCode::OK, async {
@@ -188,8 +244,12 @@ struct AuditView {
     report: AuditReport,
 }
 
-#[utoipa::path(get, path = "/v1/admin/templates/{id}/audit", tag = "admin", params(("id" = Uuid, Path)),
-    responses((status = 200, description = "Invariant report I1–I5"), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)),
+#[utoipa::path(get, path = "/v1/admin/templates/{id}/audit", tag = "admin", params(IdParam),
+    responses((status = 200, body = AuditDoc, description = "Invariant report I1–I5"),
+              (status = 400, body = ErrorBody, description = BAD_ID),
+              (status = 401, body = ErrorBody, description = ADMIN_UNAUTHORIZED),
+              (status = 404, body = ErrorBody, description = NOT_FOUND),
+              (status = 503, body = ErrorBody, description = UNAVAILABLE)),
     security(("admin" = [])))]
 async fn audit(State(s): State<AppState>, _: Admin, IdPath(id): IdPath) -> Response {
     timed(&s, "audit", StatusCode::OK, async {
@@ -203,7 +263,9 @@ async fn audit(State(s): State<AppState>, _: Admin, IdPath(id): IdPath) -> Respo
 }
 
 #[utoipa::path(post, path = "/v1/admin/reconcile", tag = "admin",
-    responses((status = 200, description = "What the reconciler did"), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = ReconcileDoc, description = "What the reconciler did"),
+              (status = 401, body = ErrorBody, description = ADMIN_UNAUTHORIZED),
+              (status = 503, body = ErrorBody, description = UNAVAILABLE)),
     security(("admin" = [])))]
 async fn reconcile(State(s): State<AppState>, _: Admin) -> Response {
     timed(&s, "reconcile", StatusCode::OK, async {
@@ -215,7 +277,10 @@ async fn reconcile(State(s): State<AppState>, _: Admin) -> Response {
 }
 
 #[utoipa::path(post, path = "/v1/admin/user-tokens", tag = "admin", request_body = TokenRequest,
-    responses((status = 200, body = TokenResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    responses((status = 200, body = TokenResponse, description = "The user's bearer token"),
+              (status = 400, body = ErrorBody, description = BAD_REQUEST),
+              (status = 401, body = ErrorBody, description = ADMIN_UNAUTHORIZED),
+              (status = 413, body = ErrorBody, description = TOO_LARGE)),
     security(("admin" = [])))]
 async fn mint_token(
     State(s): State<AppState>,
@@ -232,7 +297,8 @@ async fn mint_token(
 }
 
 #[utoipa::path(get, path = "/healthz",
-    responses((status = 200, body = Health), (status = 503, body = ErrorBody)))]
+    responses((status = 200, body = Health, description = "Redis and Postgres answer"),
+              (status = 503, body = ErrorBody, description = UNAVAILABLE)))]
 async fn health(State(s): State<AppState>) -> Response {
     timed(&s, "healthz", StatusCode::OK, async {
         s.engine.health().await?;
