@@ -21,6 +21,9 @@ use crate::{
 /// Rebuilds or fences one claim may go through before it gives up.
 const MAX_SETTLE_ATTEMPTS: usize = 3;
 
+/// How long a claim waits for the Redis connection to come back before its one retry.
+const RECONNECT_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// A granted claim.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ClaimReceipt {
@@ -88,9 +91,8 @@ impl CouponEngine {
             let outcome = match mutated {
                 Some(outcome) => outcome,
                 None => {
-                    self.inner
-                        .redis
-                        .claim(
+                    let admit = || {
+                        self.inner.redis.claim(
                             template_id,
                             request_id,
                             user_id,
@@ -99,7 +101,17 @@ impl CouponEngine {
                             now_ms,
                             cfg.idempotency_ttl.as_secs(),
                         )
-                        .await?
+                    };
+                    match admit().await {
+                        // The first call after a Redis restart meets the dropped connection.
+                        // Retrying is safe: if the script did run, its recorded outcome for
+                        // this request id answers the retry.
+                        Err(e) if e.is_io_error() || e.is_connection_dropped() => {
+                            tokio::time::sleep(RECONNECT_PAUSE).await;
+                            admit().await?
+                        }
+                        other => other?,
+                    }
                 }
             };
             let grant = match outcome {
