@@ -260,7 +260,8 @@ impl CouponEngine {
     /// After Postgres refused what Redis admitted. The claim's answer does not depend on
     /// this repair, so a failure is logged, not returned.
     async fn resync_after_refusal(&self, template_id: Uuid, epoch: i64) {
-        tracing::warn!(%template_id, epoch, "postgres refused a claim redis admitted; rebuilding redis");
+        // Debug: a stale Redis makes every claim in flight say this; the rebuild (once) warns.
+        tracing::debug!(%template_id, epoch, "postgres refused a claim redis admitted; rebuilding redis");
         if let Err(e) = self.resync(template_id, Trigger::Disagrees(epoch)).await {
             tracing::warn!(error = %e, %template_id, "rebuild after a refusal failed; the reconciler retries");
         }

@@ -84,7 +84,12 @@ impl CouponEngine {
             .hit(Failpoint::RebuildAfterRedis)
             .await?;
         tx.commit().await?;
-        tracing::info!(%template_id, epoch, stock, counted, ?trigger, "rebuilt redis state from postgres");
+        if trigger == Trigger::Missing {
+            tracing::info!(%template_id, epoch, stock, counted, "built redis state from postgres");
+        } else {
+            tracing::warn!(%template_id, epoch, stock, counted, ?trigger,
+                "redis disagreed with postgres (stale, restarted or ahead): rebuilt it from postgres");
+        }
         Ok(Rebuilt::Epoch(epoch))
     }
 }
