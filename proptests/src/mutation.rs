@@ -190,10 +190,20 @@ pub fn score(v: Variant, cases: u32, shrink: u32) -> MutantScore {
         cases_to_kill: o.first_failure_at,
         shrunk_ops: o.minimal.as_ref().map(|m| m.scenario.size()),
         shrunk_faults: o.minimal.as_ref().map(|m| m.scenario.faults.len()),
-        history: o.history_path,
+        history: o.history_path.map(workspace_relative),
         error: o.harness_error,
         seed: o.seed,
         seconds: o.elapsed.as_secs_f64(),
+    }
+}
+
+/// `path` relative to the workspace root when it lies inside it, so the committed table
+/// names no directory of the machine that made it.
+fn workspace_relative(path: PathBuf) -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    match (path.canonicalize(), root.canonicalize()) {
+        (Ok(p), Ok(r)) => p.strip_prefix(&r).map(PathBuf::from).unwrap_or(p),
+        _ => path,
     }
 }
 
