@@ -120,7 +120,11 @@ pub fn render_engine(out: &mut String, engine: &crate::CouponEngine) {
     for (le, n) in crate::service::BATCH_BUCKETS.iter().zip(&h.buckets) {
         let _ = writeln!(out, "coupon_claim_batch_size_bucket{{le=\"{le}\"}} {n}");
     }
-    let _ = writeln!(out, "coupon_claim_batch_size_bucket{{le=\"+Inf\"}} {}", h.count);
+    let _ = writeln!(
+        out,
+        "coupon_claim_batch_size_bucket{{le=\"+Inf\"}} {}",
+        h.count
+    );
     let _ = writeln!(out, "coupon_claim_batch_size_sum {}", h.sum);
     let _ = writeln!(out, "coupon_claim_batch_size_count {}", h.count);
     let _ = writeln!(

@@ -251,10 +251,11 @@ impl CouponEngine {
         postgres::get_coupon(&self.inner.pg, id).await
     }
 
-    /// Claim intents granted in Redis and not yet removed from pending, over all templates.
+    /// Claim intents granted in Redis and not yet removed from pending, over the live
+    /// templates (an ended sale has none left once reconciled, and costs a scrape nothing).
     pub async fn pending_intents(&self) -> EngineResult<i64> {
         let mut total = 0;
-        for id in postgres::template_ids(&self.inner.pg).await? {
+        for id in postgres::live_template_ids(&self.inner.pg).await? {
             total += self.inner.redis.pending_len(id).await?;
         }
         Ok(total)
