@@ -62,16 +62,6 @@ pub struct EngineConfig {
     pub variant: Variant,
 }
 
-impl EngineConfig {
-    /// Defaults with the given Redis namespace.
-    pub fn with_namespace(namespace: impl Into<String>) -> Self {
-        Self {
-            namespace: namespace.into(),
-            ..Self::default()
-        }
-    }
-}
-
 impl Default for EngineConfig {
     fn default() -> Self {
         Self {

@@ -78,6 +78,17 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let args = Args::parse();
+    // An empty admin token would accept `Bearer ` with nothing after it; an empty secret
+    // would make every user token guessable. Several servers behind a balancer share them,
+    // so a missing value must stop the start, not silently weaken it.
+    anyhow::ensure!(
+        !args.admin_token.trim().is_empty(),
+        "COUPON_ADMIN_TOKEN / --admin-token is empty; set a secret (or leave it unset for the development default)"
+    );
+    anyhow::ensure!(
+        !args.user_token_secret.trim().is_empty(),
+        "COUPON_USER_TOKEN_SECRET / --user-token-secret is empty; set a secret (or leave it unset for the development default)"
+    );
     if args.admin_token == DEV_ADMIN_TOKEN || args.user_token_secret == DEV_USER_SECRET {
         tracing::warn!(
             "RUNNING WITH DEVELOPMENT SECRETS: set COUPON_ADMIN_TOKEN and \
