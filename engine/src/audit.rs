@@ -138,7 +138,25 @@ impl CouponEngine {
         if let Some(s) = snap.stock.filter(|s| *s < 0) {
             report.flag(Invariant::I1, format!("redis stock is negative: {s}"));
         }
-        // I2
+        // I2, in Postgres: the counter the claim batches decide by must be the rows' count
+        // (one statement, so one snapshot, however busy the template is).
+        let (counter, rows): (Option<i64>, i64) = sqlx::query_as(
+            "SELECT (SELECT counted FROM template_stock WHERE template_id = $1), \
+                    (SELECT count(*) FROM user_coupon WHERE template_id = $1 AND status <> 'revoked')",
+        )
+        .bind(template_id)
+        .fetch_one(pg)
+        .await?;
+        if counter != Some(rows) {
+            report.flag(
+                Invariant::I2,
+                format!(
+                    "the stock counter says {} coupons count against stock, the rows say {rows}",
+                    counter.map_or("nothing (no counter row)".into(), |c| c.to_string())
+                ),
+            );
+        }
+        // I2, across the stores
         if let Some(stock) = snap.stock {
             let sum = stock + counted + report.pending + outbox_unapplied;
             if sum != total {
