@@ -13,7 +13,7 @@
 #                            user must be allowed to CREATE DATABASE)
 #   COUPON_REDIS_URL         default redis://127.0.0.1:6379/
 #   CONTRACT_SEED            default 20261201
-#   CONTRACT_MAX_EXAMPLES    default 60 (examples per operation and phase)
+#   CONTRACT_MAX_EXAMPLES    default 100 (examples per operation and phase)
 #   CONTRACT_VENV            default target/contract-venv
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +25,7 @@ server_bin=${1:-target/release/coupon-server}
 db_url=${COUPON_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}
 redis_url=${COUPON_REDIS_URL:-redis://127.0.0.1:6379/}
 seed=${CONTRACT_SEED:-20261201}
-max_examples=${CONTRACT_MAX_EXAMPLES:-60}
+max_examples=${CONTRACT_MAX_EXAMPLES:-100}
 venv=${CONTRACT_VENV:-target/contract-venv}
 
 log() { printf '[contract-test] %s\n' "$*" >&2; }
