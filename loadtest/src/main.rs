@@ -25,6 +25,7 @@ mod server;
 mod setup;
 mod stats;
 mod templates;
+mod timeline;
 mod verdict;
 
 use std::process::ExitCode;

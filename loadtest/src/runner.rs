@@ -197,6 +197,7 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
         thresholds: attack.thresholds,
         baseline: comparison,
         goose_reports: attack.goose_reports,
+        timeline: crate::timeline::timeline(&events),
         nemesis,
         failures,
     };

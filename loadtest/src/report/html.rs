@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use super::{Report, esc, svg};
+use super::{Report, esc, svg, timeline_svg};
 
 /// Page style.
 const CSS: &str = "
@@ -76,6 +76,19 @@ pub(crate) fn render(r: &Report) -> String {
     invariants(&mut s, r);
     s.push_str("<h2>Claims over time</h2><p class=\"muted\">Distinct coupons granted by acknowledged claims, cumulative per second, against each template's stock (dashed). A line above its stock is an oversell.</p><div class=\"figure\">");
     s.push_str(&svg::claims_over_time(&r.claims_over_time));
+    s.push_str("</div>");
+    s.push_str("<h2>Per second</h2><p class=\"muted\">Requests and acknowledged claims completed in each second, and that second's p50/p99 latency; dashed lines mark injected faults.</p><div class=\"figure\">");
+    let markers: Vec<(f64, String)> = r
+        .nemesis
+        .iter()
+        .map(|e| {
+            (
+                e.at_secs,
+                e.what.split(':').next().unwrap_or("fault").to_owned(),
+            )
+        })
+        .collect();
+    s.push_str(&timeline_svg::timeline(&r.timeline, &markers));
     s.push_str("</div>");
     latency(&mut s, r);
     statuses(&mut s, r);

@@ -6,6 +6,7 @@ mod html;
 mod json;
 mod md;
 mod svg;
+mod timeline_svg;
 
 use std::path::Path;
 
@@ -72,6 +73,9 @@ pub(crate) struct Report {
     pub baseline: Option<Comparison>,
     /// Goose's own report files in the same directory.
     pub goose_reports: Vec<String>,
+    /// Requests, granted claims and latency per second.
+    #[serde(default)]
+    pub timeline: Vec<crate::timeline::Second>,
     /// Faults injected during the run (`--nemesis`), with when they happened.
     #[serde(default)]
     pub nemesis: Vec<crate::nemesis::NemesisEvent>,

@@ -23,7 +23,7 @@ fn colour(i: usize) -> &'static str {
 }
 
 /// A "nice" axis maximum at or above `v`.
-fn nice_max(v: f64) -> f64 {
+pub(super) fn nice_max(v: f64) -> f64 {
     if v <= 0.0 {
         return 1.0;
     }
@@ -40,7 +40,7 @@ fn nice_max(v: f64) -> f64 {
 const STOCK_ZOOM: f64 = 4.0;
 
 /// A step of 1, 2 or 5 times a power of ten, at least `v` and at least 1.
-fn nice_step(v: f64) -> f64 {
+pub(super) fn nice_step(v: f64) -> f64 {
     if v <= 1.0 {
         return 1.0;
     }
