@@ -198,6 +198,7 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
         baseline: comparison,
         goose_reports: attack.goose_reports,
         timeline: crate::timeline::timeline(&events),
+        peak_rss_mib: report::peak_rss_mib(),
         nemesis,
         failures,
     };

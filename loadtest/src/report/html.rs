@@ -102,8 +102,14 @@ fn summary_cards(s: &mut String, r: &Report) {
     let t = &r.throughput;
     let _ = write!(
         s,
-        "<h2>Summary</h2><div class=\"cards\"><div class=\"card\"><b>{:.1}</b>requests/s</div><div class=\"card\"><b>{:.1}</b>claims/s</div><div class=\"card\"><b>{}</b>requests</div><div class=\"card\"><b>{}</b>coupons granted</div><div class=\"card\"><b>{:.1} s</b>duration</div></div>",
-        t.requests_per_sec, t.claims_per_sec, t.requests, t.claims_granted, t.duration_secs
+        "<h2>Summary</h2><div class=\"cards\"><div class=\"card\"><b>{:.1}</b>requests/s</div><div class=\"card\"><b>{:.1}</b>claims/s</div><div class=\"card\"><b>{}</b>requests</div><div class=\"card\"><b>{}</b>coupons granted</div><div class=\"card\"><b>{:.1} s</b>duration</div><div class=\"card\"><b>{}</b>peak memory</div></div>",
+        t.requests_per_sec,
+        t.claims_per_sec,
+        t.requests,
+        t.claims_granted,
+        t.duration_secs,
+        r.peak_rss_mib
+            .map_or("—".to_owned(), |m| format!("{m:.0} MiB"))
     );
 }
 

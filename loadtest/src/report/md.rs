@@ -69,13 +69,15 @@ pub(crate) fn render(r: &Report) -> String {
     let t = &r.throughput;
     let _ = writeln!(
         s,
-        "\n## Throughput\n\n| duration | requests | requests/s | claims | claims/s | coupons granted |\n|---|---|---|---|---|---|\n| {:.1} s | {} | {:.1} | {} | {:.1} | {} |",
+        "\n## Throughput\n\n| duration | requests | requests/s | claims | claims/s | coupons granted | peak memory |\n|---|---|---|---|---|---|---|\n| {:.1} s | {} | {:.1} | {} | {:.1} | {} | {} |",
         t.duration_secs,
         t.requests,
         t.requests_per_sec,
         t.claims,
         t.claims_per_sec,
-        t.claims_granted
+        t.claims_granted,
+        r.peak_rss_mib
+            .map_or("—".to_owned(), |m| format!("{m:.0} MiB"))
     );
     let _ = writeln!(
         s,

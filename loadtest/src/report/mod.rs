@@ -73,6 +73,10 @@ pub(crate) struct Report {
     pub baseline: Option<Comparison>,
     /// Goose's own report files in the same directory.
     pub goose_reports: Vec<String>,
+    /// Peak resident memory of this process (the generator, and the in-process server when
+    /// there is one) over the run, MiB; None where the OS does not say (non-Linux).
+    #[serde(default)]
+    pub peak_rss_mib: Option<f64>,
     /// Requests, granted claims and latency per second.
     #[serde(default)]
     pub timeline: Vec<crate::timeline::Second>,
@@ -81,6 +85,20 @@ pub(crate) struct Report {
     pub nemesis: Vec<crate::nemesis::NemesisEvent>,
     /// Why the run failed, in words (empty on PASS).
     pub failures: Vec<String>,
+}
+
+/// Peak resident set size of this process so far (`VmHWM`), MiB.
+pub(crate) fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
 }
 
 /// Escapes text for HTML (and for SVG text).
