@@ -41,13 +41,7 @@ async fn main() -> ExitCode {
     }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
-                _ => ExitCode::from(verdict::EXIT_SETUP),
-            };
-        }
+        Err(e) => return usage_exit(&e),
     };
     init_tracing();
     let settings = match cli.settings() {
@@ -73,13 +67,7 @@ async fn bench_main() -> ExitCode {
         .map(|(_, a)| a);
     let cli = match bench::BenchCli::try_parse_from(args) {
         Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
-                _ => ExitCode::from(verdict::EXIT_SETUP),
-            };
-        }
+        Err(e) => return usage_exit(&e),
     };
     init_tracing();
     match bench::run(cli).await {
@@ -88,6 +76,16 @@ async fn bench_main() -> ExitCode {
             eprintln!("coupon-loadtest bench: setup error: {e:#}");
             ExitCode::from(verdict::EXIT_SETUP)
         }
+    }
+}
+
+/// Prints a command-line error (or the help it asked for) and the exit code it means:
+/// help and version are success, anything else a setup error.
+fn usage_exit(e: &clap::Error) -> ExitCode {
+    let _ = e.print();
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+        _ => ExitCode::from(verdict::EXIT_SETUP),
     }
 }
 
