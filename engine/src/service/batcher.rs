@@ -4,6 +4,11 @@
 //! one transaction, then answers every waiting claim with its own verdict. While a batch
 //! commits, the next one fills, so the template's hot row and the fsync are paid once per
 //! batch instead of once per claim.
+//!
+//! The fsync is not paid inside the hot row's lock either: a batch commits without waiting
+//! for its flush and goes to the template's flusher, which answers the batch's claims only
+//! after a durability barrier; meanwhile the worker decides the next batch. One barrier
+//! covers every batch that committed before it.
 
 use std::{
     collections::HashMap,
@@ -31,6 +36,9 @@ use crate::{
 const IDLE_STOP: Duration = Duration::from_secs(30);
 /// A batch whose transaction failed is tried this many times before its claims get 503.
 const ATTEMPTS: u32 = 3;
+/// Committed batches waiting for their durability barrier, per template, before the worker
+/// waits for the flusher (back-pressure on a Postgres whose fsync falls behind).
+const AWAITING_FLUSH: usize = 64;
 /// Upper bounds of the batch-size histogram buckets.
 pub const BATCH_BUCKETS: [u64; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
 
@@ -187,6 +195,19 @@ impl Batcher {
     }
 }
 
+/// A committed batch: its claims with their verdicts, not yet known durable.
+struct Committed {
+    answers: Vec<(oneshot::Sender<EngineResult<Verdict>>, Verdict)>,
+}
+
+/// What one template's worker needs to commit a batch.
+struct Committer {
+    pg: PgPool,
+    arbitration: Arbitration,
+    stats: Arc<BatchStats>,
+    flusher: mpsc::Sender<Committed>,
+}
+
 async fn work(
     mut rx: mpsc::Receiver<Job>,
     pg: PgPool,
@@ -194,6 +215,14 @@ async fn work(
     arbitration: Arbitration,
     stats: Arc<BatchStats>,
 ) {
+    let (flusher, flush_rx) = mpsc::channel(AWAITING_FLUSH);
+    tokio::spawn(answer_when_durable(flush_rx, pg.clone()));
+    let committer = Committer {
+        pg,
+        arbitration,
+        stats,
+        flusher,
+    };
     let mut batch = Vec::with_capacity(limits.max_batch);
     loop {
         let first = match tokio::time::timeout(IDLE_STOP, rx.recv()).await {
@@ -206,14 +235,14 @@ async fn work(
                     batch.push(job);
                 }
                 if !batch.is_empty() {
-                    commit(&pg, std::mem::take(&mut batch), arbitration, &stats).await;
+                    committer.commit(std::mem::take(&mut batch)).await;
                 }
                 return;
             }
         };
         batch.push(first);
         fill(&mut rx, &mut batch, limits).await;
-        commit(&pg, std::mem::take(&mut batch), arbitration, &stats).await;
+        committer.commit(std::mem::take(&mut batch)).await;
     }
 }
 
@@ -240,36 +269,100 @@ async fn fill(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, limits: BatchL
     }
 }
 
-async fn commit(pg: &PgPool, batch: Vec<Job>, arbitration: Arbitration, stats: &BatchStats) {
-    let Some(template) = batch.last().map(|j| j.template.clone()) else {
-        return;
-    };
-    let intents: Vec<PendingIntent> = batch.iter().map(|j| j.intent.clone()).collect();
-    let mut last_error = None;
-    for attempt in 0..ATTEMPTS {
-        let started = std::time::Instant::now();
-        // A retry is safe even if an earlier commit went through unseen: the intents carry
-        // their coupon ids, so the lookup then answers `Stored` for them.
-        match arbiter::decide_batch(pg, &template, &intents, arbitration).await {
-            Ok(verdicts) => {
-                stats.observe(batch.len(), started.elapsed());
-                for (job, verdict) in batch.into_iter().zip(verdicts) {
-                    let _ = job.reply.send(Ok(verdict));
+impl Committer {
+    async fn commit(&self, batch: Vec<Job>) {
+        let Self {
+            pg,
+            arbitration,
+            stats,
+            flusher,
+        } = self;
+        let arbitration = *arbitration;
+        let Some(template) = batch.last().map(|j| j.template.clone()) else {
+            return;
+        };
+        let intents: Vec<PendingIntent> = batch.iter().map(|j| j.intent.clone()).collect();
+        let mut last_error = None;
+        for attempt in 0..ATTEMPTS {
+            let started = std::time::Instant::now();
+            // A retry is safe even if an earlier commit went through unseen: the intents carry
+            // their coupon ids, so the lookup then answers `Stored` for them.
+            match arbiter::decide_batch_committed(pg, &template, &intents, arbitration).await {
+                Ok(verdicts) => {
+                    stats.observe(batch.len(), started.elapsed());
+                    let answers = batch.into_iter().map(|j| j.reply).zip(verdicts).collect();
+                    if let Err(mpsc::error::SendError(c)) =
+                        flusher.send(Committed { answers }).await
+                    {
+                        answer_all(c.answers, |_| {
+                            Err(EngineError::Unavailable(
+                                "the claim's batch committed but its flusher stopped; retry \
+                                 with the same request_id"
+                                    .into(),
+                            ))
+                        });
+                    }
+                    return;
                 }
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, template_id = %template.id, attempt,
-                    size = intents.len(), "claim batch failed");
-                last_error = Some(e.to_string());
-                tokio::time::sleep(Duration::from_millis(20 << attempt)).await;
+                Err(e) => {
+                    tracing::warn!(error = %e, template_id = %template.id, attempt,
+                        size = intents.len(), "claim batch failed");
+                    last_error = Some(e.to_string());
+                    tokio::time::sleep(Duration::from_millis(20 << attempt)).await;
+                }
             }
         }
+        let why = last_error.unwrap_or_default();
+        for job in batch {
+            let _ = job.reply.send(Err(EngineError::Unavailable(format!(
+                "the claim's batch could not be committed ({why}); retry with the same request_id"
+            ))));
+        }
     }
-    let why = last_error.unwrap_or_default();
-    for job in batch {
-        let _ = job.reply.send(Err(EngineError::Unavailable(format!(
-            "the claim's batch could not be committed ({why}); retry with the same request_id"
-        ))));
+}
+
+/// Answers committed batches once a barrier after their commits has returned: whatever
+/// queued while one barrier ran shares the next.
+async fn answer_when_durable(mut rx: mpsc::Receiver<Committed>, pg: PgPool) {
+    let mut ready = Vec::new();
+    while let Some(first) = rx.recv().await {
+        ready.push(first);
+        while let Ok(more) = rx.try_recv() {
+            ready.push(more);
+        }
+        let mut outcome = Err(String::new());
+        for attempt in 0..ATTEMPTS {
+            match arbiter::wait_durable(&pg).await {
+                Ok(()) => {
+                    outcome = Ok(());
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, attempt, "durability barrier failed");
+                    outcome = Err(e.to_string());
+                    tokio::time::sleep(Duration::from_millis(20 << attempt)).await;
+                }
+            }
+        }
+        for c in ready.drain(..) {
+            // Unknown, not refused: the batch did commit; a retry with the same request
+            // id is answered from what Postgres holds.
+            answer_all(c.answers, |verdict| match &outcome {
+                Ok(()) => Ok(verdict),
+                Err(why) => Err(EngineError::Unavailable(format!(
+                    "the claim's batch committed but could not be confirmed durable ({why}); \
+                     retry with the same request_id"
+                ))),
+            });
+        }
+    }
+}
+
+fn answer_all(
+    answers: Vec<(oneshot::Sender<EngineResult<Verdict>>, Verdict)>,
+    answer: impl Fn(Verdict) -> EngineResult<Verdict>,
+) {
+    for (reply, verdict) in answers {
+        let _ = reply.send(answer(verdict));
     }
 }

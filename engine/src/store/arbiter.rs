@@ -8,6 +8,10 @@
 //! not once per claim), looks up the batch's request ids and users, decides each intent in
 //! arrival order, inserts the accepted rows with one statement that also bumps the counter,
 //! and commits once. Nothing is half-applied: an error rolls the whole batch back.
+//!
+//! The commit does not wait for its WAL flush, so the row lock is not held through an fsync
+//! and the template's next batch can decide meanwhile; [`wait_durable`] is the barrier no
+//! verdict may be acted on before (one barrier covers every batch committed before it).
 
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
@@ -58,8 +62,31 @@ pub enum Arbitration {
     TrustRedis,
 }
 
-/// Decides and commits one batch of intents of `template`; one verdict per intent, in order.
+/// Decides and commits one batch of intents of `template` and waits until it is durable;
+/// one verdict per intent, in order.
 pub async fn decide_batch(
+    pool: &PgPool,
+    template: &Template,
+    intents: &[PendingIntent],
+    arbitration: Arbitration,
+) -> EngineResult<Vec<Verdict>> {
+    let verdicts = decide_batch_committed(pool, template, intents, arbitration).await?;
+    wait_durable(pool).await?;
+    Ok(verdicts)
+}
+
+/// Returns once every batch committed before the call is on disk (as the server's
+/// `synchronous_commit` makes any commit durable).
+pub async fn wait_durable(pool: &PgPool) -> EngineResult<()> {
+    sqlx::query("SELECT coupon_claims_durable()")
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Decides and commits one batch, without waiting for the commit to be durable: nothing
+/// may be acknowledged on these verdicts before [`wait_durable`] returns.
+pub async fn decide_batch_committed(
     pool: &PgPool,
     template: &Template,
     intents: &[PendingIntent],

@@ -129,6 +129,7 @@ pub(crate) async fn redis_claim_script(
         p50_ms: Some(p50),
         p99_ms: Some(p99),
         note: format!("{clients} clients, {n} calls, no pipelining"),
+        cpu: None,
     })
 }
 

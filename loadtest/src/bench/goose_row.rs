@@ -58,7 +58,9 @@ pub(crate) async fn flash_sale_sold_out(
     let ctx = Arc::new(Ctx::new(&settings, templates, customers, "bench".into()));
     let dir = scratch.join("goose");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let before = super::cpu::snapshot();
     let result = attack::run(&settings, ctx.clone(), base_url, &dir).await?;
+    let after = super::cpu::snapshot();
     let _ = std::fs::remove_dir_all(&dir);
     let events = ctx.acks.snapshot();
     // Goose's run time counts from the end of the ramp-up; the record counts every request.
@@ -76,7 +78,8 @@ pub(crate) async fn flash_sale_sold_out(
             samples.errors += 1;
         }
     }
-    Ok(samples.into_row(
+    let calls = events.len();
+    let mut row = samples.into_row(
         "goose_sold_out",
         "coupon-loadtest flash-sale (Goose) on the sold-out path",
         (span_us as f64 / 1e6).max(f64::MIN_POSITIVE),
@@ -85,5 +88,7 @@ pub(crate) async fn flash_sale_sold_out(
             span_us as f64 / 1e6,
             result.elapsed.as_secs_f64()
         ),
-    ))
+    );
+    row.cpu = before.zip(after).and_then(|(b, a)| b.per_op(&a, calls));
+    Ok(row)
 }

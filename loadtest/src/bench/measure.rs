@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::cpu;
+
 /// A row of the benchmark table.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Row {
@@ -17,6 +19,9 @@ pub(crate) struct Row {
     pub p99_ms: Option<f64>,
     /// How it was measured, or why it was not.
     pub note: String,
+    /// CPU per operation of each part, where the row measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<cpu::PerOp>,
 }
 
 impl Row {
@@ -29,6 +34,7 @@ impl Row {
             p50_ms: None,
             p99_ms: None,
             note: format!("not measured: {}", why.into()),
+            cpu: None,
         }
     }
 }
@@ -85,6 +91,7 @@ impl Samples {
             p50_ms: pct(0.50),
             p99_ms: pct(0.99),
             note: format!("{note}{errors}"),
+            cpu: None,
         }
     }
 }

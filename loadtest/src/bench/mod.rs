@@ -4,6 +4,7 @@
 
 mod anchors;
 mod cli;
+mod cpu;
 mod goose_row;
 mod load;
 mod measure;
@@ -46,16 +47,16 @@ pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
         .await
         .context("connecting to Redis")?;
     for granting in [false, true] {
-        rows.push(
-            anchors::redis_claim_script(
-                &endpoints,
-                &mut conn,
-                granting,
-                cli.connections,
-                cli.seconds,
-            )
-            .await?,
-        );
+        let before = cpu::snapshot();
+        let row = anchors::redis_claim_script(
+            &endpoints,
+            &mut conn,
+            granting,
+            cli.connections,
+            cli.seconds,
+        )
+        .await?;
+        rows.push(with_tool_cpu(row, before, cli.seconds));
         print_row(rows.last());
     }
 
@@ -71,12 +72,12 @@ pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
         let clients = cli.pg_clients;
         let seconds = cli.seconds;
         let scratch = scratch.clone();
-        rows.push(
-            tokio::task::spawn_blocking(move || {
-                anchors::pgbench(&e, shape, clients, seconds, &scratch)
-            })
-            .await??,
-        );
+        let before = cpu::snapshot();
+        let row = tokio::task::spawn_blocking(move || {
+            anchors::pgbench(&e, shape, clients, seconds, &scratch)
+        })
+        .await??;
+        rows.push(with_tool_cpu(row, before, cli.seconds));
         print_row(rows.last());
     }
     pg_target.stop()?;
@@ -140,13 +141,17 @@ pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
                 Expect::SoldOut => t.sold_out,
                 Expect::Granted => t.granting,
             };
+            let before = cpu::snapshot();
             let samples = if http {
                 load::over_http(&t.base_url, template, expect, key, c, run_for).await?
             } else {
                 load::in_process(&t.engine, template, expect, key, c, run_for).await
             };
+            let calls = samples.len() + samples.errors as usize;
             let note = format!("{c} clients, closed loop, {} calls", samples.len());
-            rows.push(samples.into_row(key, what, run_for.as_secs_f64(), note));
+            let mut row = samples.into_row(key, what, run_for.as_secs_f64(), note);
+            row.cpu = cpu_per_op(before, calls);
+            rows.push(row);
             print_row(rows.last());
         }
         if persistence == Persistence::Sync {
@@ -223,18 +228,33 @@ pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
     Ok(exit)
 }
 
+/// An anchor row measured by a tool: its operations are its rate over the row's seconds.
+fn with_tool_cpu(mut row: Row, before: Option<cpu::Snapshot>, seconds: u64) -> Row {
+    let ops = row.per_sec.map_or(0.0, |r| r * seconds as f64).round() as usize;
+    row.cpu = cpu_per_op(before, ops);
+    row
+}
+
+fn cpu_per_op(before: Option<cpu::Snapshot>, calls: usize) -> Option<cpu::PerOp> {
+    before?.per_op(&cpu::snapshot()?, calls)
+}
+
 fn print_row(row: Option<&Row>) {
     if let Some(r) = row {
         let f = |v: Option<f64>| v.map_or("—".to_owned(), |v| format!("{v:.1}"));
         phase(
             "bench",
             format!(
-                "{:<24} {:>10}/s  p50 {} ms  p99 {} ms  {}",
+                "{:<24} {:>10}/s  p50 {} ms  p99 {} ms  {}{}",
                 r.key,
                 f(r.per_sec),
                 f(r.p50_ms),
                 f(r.p99_ms),
-                r.note
+                r.note,
+                r.cpu.map_or(String::new(), |c| format!(
+                    "; CPU µs/op: server {:.0}, client {:.0}, postgres {:.0}, redis {:.0}",
+                    c.server_us, c.client_us, c.postgres_us, c.redis_us
+                ))
             ),
         );
     }

@@ -161,6 +161,7 @@ mod tests {
             p50_ms: None,
             p99_ms: None,
             note: String::new(),
+            cpu: None,
         }
     }
 

@@ -87,6 +87,7 @@ pub(crate) fn markdown_table(d: &Document) -> String {
             r.note
         );
     }
+    cpu_table(&mut s, &d.rows);
     let _ = writeln!(
         s,
         "\n| ratio | value | goal | baseline |\n|---|---:|---:|---:|"
@@ -107,6 +108,33 @@ pub(crate) fn markdown_table(d: &Document) -> String {
         );
     }
     s
+}
+
+/// Where each engine row's CPU went, per operation: the part to make cheaper is the
+/// largest column, whatever else the machine was doing.
+fn cpu_table(s: &mut String, rows: &[Row]) {
+    let measured: Vec<_> = rows.iter().filter_map(|r| r.cpu.map(|c| (r, c))).collect();
+    if measured.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nCPU per operation, µs (from /proc: the bench's server threads, its client threads, \
+         every postgres and redis-server process):\n\n\
+         | row | server | client | postgres | redis | total |\n|---|---:|---:|---:|---:|---:|"
+    );
+    for (r, c) in measured {
+        let _ = writeln!(
+            s,
+            "| `{}` | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            r.key,
+            c.server_us,
+            c.client_us,
+            c.postgres_us,
+            c.redis_us,
+            c.total_us()
+        );
+    }
 }
 
 fn markdown(d: &Document) -> String {
