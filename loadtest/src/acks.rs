@@ -4,11 +4,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// What a request was for; its `name` is the stable request name in Goose and the reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Op {
     /// `POST /v1/templates/{id}/claims`.
@@ -58,7 +58,7 @@ pub(crate) enum Outcome {
 }
 
 /// One answer a user saw.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Event {
     /// The request.
     pub op: Op,
@@ -90,6 +90,9 @@ pub(crate) struct Event {
     pub refund_status: Option<String>,
     /// Transport error text, for timeouts and the like.
     pub error: Option<String>,
+    /// Index of the server the request went to (0 with one server).
+    #[serde(default)]
+    pub server: usize,
 }
 
 impl Event {
@@ -155,6 +158,7 @@ pub(crate) mod tests {
             code: code.map(str::to_owned),
             refund_status: None,
             error: None,
+            server: 0,
         }
     }
 

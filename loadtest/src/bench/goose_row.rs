@@ -52,13 +52,20 @@ pub(crate) async fn flash_sale_sold_out(
             Customer {
                 token: user_token(SECRET.as_bytes(), &id).into(),
                 id: id.into(),
+                home: 0,
             }
         })
         .collect();
-    let ctx = Arc::new(Ctx::new(&settings, templates, customers, "bench".into()));
+    let ctx = Arc::new(Ctx::new(
+        &settings,
+        templates,
+        customers,
+        "bench".into(),
+        vec![base_url.to_owned()],
+    ));
     let dir = scratch.join("goose");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let result = attack::run(&settings, ctx.clone(), base_url, &dir).await?;
+    let result = attack::run(&settings, ctx.clone(), &dir).await?;
     let _ = std::fs::remove_dir_all(&dir);
     let events = ctx.acks.snapshot();
     // Goose's run time counts from the end of the ramp-up; the record counts every request.

@@ -85,6 +85,7 @@ impl Base<'_> {
             code: resp.code.clone(),
             refund_status,
             error: resp.error.clone(),
+            server: resp.server,
         }
     }
 }
@@ -151,7 +152,7 @@ pub(crate) async fn claim(
         op: Op::Claim,
         method: GooseMethod::Post,
         path: format!("/v1/templates/{template}/claims"),
-        token: &customer.token,
+        who: customer,
         body: Some(json!({ "request_id": request_id })),
         expected,
     };
@@ -194,7 +195,7 @@ pub(crate) async fn redeem(
         op,
         method: GooseMethod::Post,
         path: format!("/v1/coupons/{}/redeem", target.coupon),
-        token: &customer.token,
+        who: customer,
         body: Some(json!({ "order_id": order_id, "order_amount": order_amount })),
         expected,
     };
@@ -228,7 +229,7 @@ pub(crate) async fn refund(
         op,
         method: GooseMethod::Post,
         path: format!("/v1/coupons/{}/refund", target.coupon),
-        token: &customer.token,
+        who: customer,
         body: Some(json!({ "order_id": order_id })),
         expected,
     };
@@ -246,7 +247,7 @@ pub(crate) async fn my_coupons(
         op: Op::MyCoupons,
         method: GooseMethod::Get,
         path: "/v1/users/me/coupons".to_owned(),
-        token: &customer.token,
+        who: customer,
         body: None,
         expected: &[],
     };
