@@ -144,6 +144,11 @@ pub(crate) struct Cli {
         hide_env_values = true
     )]
     pub admin_token: Option<String>,
+    /// The order-service token of the --target servers: redeems go through it, naming the
+    /// shopper, as on a deployment where only the order service redeems (without it,
+    /// shoppers redeem with their own tokens). The run's own servers always get one.
+    #[arg(long, value_name = "TOKEN", requires = "targets")]
+    pub service_token: Option<String>,
     /// Directory the run's report directory is created in.
     #[arg(long, value_name = "DIR", default_value = "reports")]
     pub report_dir: PathBuf,
@@ -234,6 +239,8 @@ pub(crate) struct Settings {
     pub template: Option<uuid::Uuid>,
     /// Skip the audit (record only).
     pub no_audit: bool,
+    /// The --target servers' order-service token.
+    pub service_token: Option<String>,
     /// Admin token of the external server.
     pub admin_token: Option<String>,
     /// Parent directory of the run's reports.
@@ -392,6 +399,7 @@ impl Cli {
             spread: self.spread,
             template: self.template,
             no_audit: self.no_audit,
+            service_token: self.service_token,
             admin_token: self.admin_token,
             report_dir: self.report_dir,
             baseline: self.baseline,
@@ -483,6 +491,7 @@ mod tests {
             parse(&["flash-sale", "--template", id]).is_err(),
             "needs --target"
         );
+        assert!(parse(&["lifecycle", "--service-token", "s"]).is_err());
         Ok(())
     }
 }

@@ -32,6 +32,8 @@ pub(crate) struct FleetSpec {
     pub admin_token: String,
     /// User-token secret shared by all.
     pub user_secret: String,
+    /// The order service's token shared by all.
+    pub service_token: String,
 }
 
 /// One running server process.
@@ -115,8 +117,7 @@ impl Fleet {
                 .env("COUPON_USER_TOKEN_SECRET", &spec.user_secret)
                 .env("COUPON_PERSISTENCE", spec.persistence)
                 .env("COUPON_DB_POOL_SIZE", pool.to_string())
-                // The scenarios redeem with shoppers' tokens.
-                .env_remove("COUPON_SERVICE_TOKEN")
+                .env("COUPON_SERVICE_TOKEN", &spec.service_token)
                 .env("RUST_LOG", "warn")
                 .stdin(Stdio::null())
                 .stdout(out)

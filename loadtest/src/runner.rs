@@ -84,13 +84,15 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
             }
         ),
     );
-    let ctx = Arc::new(Ctx::new(
+    let mut ctx = Ctx::new(
         &s,
         fixture.templates.clone(),
         fixture.customers.clone(),
         fixture.run_tag.clone(),
         fixture.bases.clone(),
-    ));
+    );
+    ctx.service_token = fixture.service_token.as_deref().map(Arc::from);
+    let ctx = Arc::new(ctx);
     let nemesis = start_nemesis(&s, &fixture)?;
     let attack = attack::run(&s, ctx.clone(), &dir).await?;
     let nemesis = match nemesis {

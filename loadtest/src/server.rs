@@ -40,6 +40,8 @@ pub(crate) struct Served {
     pub base_urls: Vec<String>,
     /// The admin token they accept.
     pub admin_token: String,
+    /// The order service's token: only it may redeem on these servers.
+    pub service_token: String,
     /// Redis namespace and database, for the report.
     pub description: String,
     /// The run's own Redis, when a fault needs one it may restart.
@@ -98,6 +100,9 @@ impl Served {
         };
         let admin_token = format!("lt-admin-{}", Uuid::new_v4().simple());
         let user_secret = format!("lt-users-{}", Uuid::new_v4().simple());
+        // The run's own servers are configured as production should be: redeem belongs to
+        // the order service, so the scenarios redeem through its token.
+        let service_token = format!("lt-service-{}", Uuid::new_v4().simple());
         let where_ = format!(
             "database {}, redis namespace {}",
             env.database_url.rsplit('/').next().unwrap_or("?"),
@@ -114,7 +119,8 @@ impl Served {
                     .await
                     .context("binding 127.0.0.1:0")?;
                 let addr = listener.local_addr().context("local address")?;
-                let state = AppState::new(env.engine.clone(), &admin_token, &user_secret);
+                let state = AppState::new(env.engine.clone(), &admin_token, &user_secret)
+                    .with_service_token(&service_token);
                 let (tx, rx) = oneshot::channel::<()>();
                 let task = tokio::spawn(serve(listener, state, async move {
                     let _ = rx.await;
@@ -139,6 +145,7 @@ impl Served {
                     namespace: env.namespace.clone(),
                     admin_token: admin_token.clone(),
                     user_secret,
+                    service_token: service_token.clone(),
                 })
                 .await?;
                 let urls = fleet.base_urls();
@@ -153,6 +160,7 @@ impl Served {
         Ok(Self {
             base_urls,
             admin_token,
+            service_token,
             description,
             own_redis,
             serving,

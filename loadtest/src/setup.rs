@@ -32,6 +32,8 @@ pub(crate) struct Fixture {
     pub api: Api,
     /// Base URL of every server under test, in order.
     pub bases: Vec<String>,
+    /// The token redeems go through (the order service's), if the servers have one.
+    pub service_token: Option<String>,
     /// Seeded templates, in plan order (the first is the scenario's main one).
     pub templates: Vec<TemplateInfo>,
     /// Shoppers with tokens.
@@ -49,7 +51,7 @@ const SEED_CONCURRENCY: usize = 16;
 
 /// Starts or reaches the server, seeds templates and mints tokens.
 pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
-    let (api, bases, server, target_description) = if s.targets.is_empty() {
+    let (api, bases, server, mut target_description) = if s.targets.is_empty() {
         phase(
             "setup",
             format!(
@@ -90,6 +92,13 @@ pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
             format!("external {noun} {list}"),
         )
     };
+    let service_token = match &server {
+        Some(served) => Some(served.service_token.clone()),
+        None => s.service_token.clone(),
+    };
+    if service_token.is_some() {
+        target_description.push_str("; redeems through the order-service token");
+    }
     for base in &bases {
         Api::new(base, "")?
             .wait_healthy(std::time::Duration::from_secs(10))
@@ -130,6 +139,7 @@ pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
     Ok(Fixture {
         api,
         bases,
+        service_token,
         templates,
         customers,
         run_tag,

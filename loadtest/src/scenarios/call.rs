@@ -21,6 +21,8 @@ pub(crate) struct Req<'a> {
     pub path: String,
     /// The sender (its token, and its home server).
     pub who: &'a Customer,
+    /// Another bearer token to send instead of the sender's (the order service's).
+    pub bearer: Option<&'a str>,
     /// JSON body.
     pub body: Option<Value>,
     /// Refusal codes that are the expected outcome here.
@@ -72,7 +74,7 @@ pub(crate) async fn send(
     let url = format!("{base}{}", req.path);
     let builder = user
         .get_request_builder(&req.method, &url)?
-        .bearer_auth(&req.who.token)
+        .bearer_auth(req.bearer.unwrap_or(&req.who.token))
         .timeout(ctx.timeout);
     let builder = match &req.body {
         Some(body) => builder.json(body),

@@ -36,6 +36,8 @@ pub(crate) struct Ctx {
     pub acks: AckLog,
     /// The servers under test and how requests are shared among them.
     pub servers: Servers,
+    /// The order service's token: when set, redeems go through it, naming the shopper.
+    pub service_token: Option<Arc<str>>,
     /// Per-request timeout.
     pub timeout: Duration,
     /// Retries after an unknown outcome.
@@ -81,6 +83,7 @@ impl Ctx {
             customers,
             acks: AckLog::default(),
             servers: Servers::new(bases, s.spread),
+            service_token: None,
             timeout: s.request_timeout,
             max_retries: s.max_retries,
             duplicate_rate: s.duplicate_rate,
