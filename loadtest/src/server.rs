@@ -103,7 +103,7 @@ impl Served {
         // The run's own servers are configured as production should be: redeem belongs to
         // the order service, so the scenarios redeem through its token.
         let service_token = format!("lt-service-{}", Uuid::new_v4().simple());
-        let where_ = format!(
+        let stores = format!(
             "database {}, redis namespace {}",
             env.database_url.rsplit('/').next().unwrap_or("?"),
             env.namespace,
@@ -131,7 +131,7 @@ impl Served {
                         task,
                     },
                     vec![format!("http://{addr}")],
-                    format!("in-process coupon-engine ({engine}) on {addr}; {where_}"),
+                    format!("in-process coupon-engine ({engine}) on {addr}; {stores}"),
                 )
             }
             Some((count, binary)) => {
@@ -150,7 +150,7 @@ impl Served {
                 .await?;
                 let urls = fleet.base_urls();
                 let description = format!(
-                    "{count} {} process(es) ({engine}) on {}; {where_}",
+                    "{count} {} process(es) ({engine}) on {}; {stores}",
                     fleet.binary_name(),
                     urls.join(", ")
                 );
