@@ -21,7 +21,9 @@ Examples:
   coupon-loadtest flash-sale --duration 10 --mutant d1        # must exit 1 (I1)
   coupon-loadtest flash-sale --duration 10 --nemesis redis-stale-restart   # must pass
   coupon-loadtest flash-sale --target http://127.0.0.1:8080 --admin-token $TOKEN
-  coupon-loadtest flash-sale --servers 3 --spread request     # three coupon-server processes";
+  coupon-loadtest flash-sale --servers 3 --spread request     # three coupon-server processes
+  coupon-loadtest flash-sale --target $URL --template $ID --no-audit   # one of N generators
+  coupon-loadtest audit reports/<run A> reports/<run B> --admin-token $TOKEN   # merged audit";
 
 /// The load-test scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
