@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Contract test: Schemathesis checks that a freshly started coupon-server does exactly what its
-# own /openapi.json says, once with the admin token and once with a user token.
+# own /openapi.json says, once with the admin token and once with a user token; then a second
+# server on the same stores, started with an order-service token (COUPON_SERVICE_TOKEN), once
+# with that token.
 #
 # Starts the server on a free loopback port, against a database of its own (created with psql
 # on the Postgres of COUPON_DATABASE_URL, dropped at exit) and a Redis namespace of its own
@@ -55,13 +57,14 @@ db="coupon_contract_$run_id"
 namespace="contract-$run_id"
 server_db_url="${db_url%/*}/$db"
 server_pid=""
+service_pid=""
 cleanup() {
   status=$?
-  if [ -n "$server_pid" ]; then
-    log "stopping coupon-server (pid $server_pid)"
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
+  for pid in $server_pid $service_pid; do
+    log "stopping coupon-server (pid $pid)"
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   psql -q "$db_url" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 \
     && log "dropped database $db" || log "could not drop database $db"
   if command -v redis-cli >/dev/null; then
@@ -82,19 +85,27 @@ log "creating database $db"
 psql -q "$db_url" -c "CREATE DATABASE \"$db\"" >/dev/null
 
 admin_token="contract-admin-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
-log "starting $server_bin on 127.0.0.1:$port (Redis namespace $namespace)"
-COUPON_LISTEN=127.0.0.1:$port COUPON_REDIS_URL=$redis_url COUPON_DATABASE_URL=$server_db_url \
-  COUPON_REDIS_NAMESPACE=$namespace COUPON_ADMIN_TOKEN=$admin_token \
-  COUPON_USER_TOKEN_SECRET="contract-secret-$run_id" RUST_LOG=warn \
-  "$server_bin" >"$work/server.log" 2>&1 &
-server_pid=$!
+service_token="contract-service-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
+start_server() { # port [VAR=value…]: starts a server on the run's stores; sets $started
+  local at=$1
+  shift
+  log "starting $server_bin on 127.0.0.1:$at (Redis namespace $namespace)"
+  env COUPON_LISTEN="127.0.0.1:$at" COUPON_REDIS_URL="$redis_url" \
+    COUPON_DATABASE_URL="$server_db_url" COUPON_REDIS_NAMESPACE="$namespace" \
+    COUPON_ADMIN_TOKEN="$admin_token" COUPON_USER_TOKEN_SECRET="contract-secret-$run_id" \
+    RUST_LOG=warn "$@" "$server_bin" >>"$work/server.log" 2>&1 &
+  started=$!
+  for _ in $(seq 150); do
+    curl -sf "http://127.0.0.1:$at/healthz" >/dev/null 2>&1 && return 0
+    kill -0 "$started" 2>/dev/null || die "coupon-server exited at start"
+    sleep 0.1
+  done
+  die "coupon-server on port $at is not healthy"
+}
+# Without a service token: shoppers redeem with their own tokens (the compatible mode).
+start_server "$port"
+server_pid=$started
 base=http://127.0.0.1:$port
-for _ in $(seq 150); do
-  curl -sf "$base/healthz" >/dev/null 2>&1 && break
-  kill -0 "$server_pid" 2>/dev/null || die "coupon-server exited at start"
-  sleep 0.1
-done
-curl -sf "$base/healthz" >/dev/null || die "coupon-server is not healthy"
 
 log "minting a user token through the admin API"
 user_token=$(curl -sf -X POST "$base/v1/admin/user-tokens" -H "Authorization: Bearer $admin_token" \
@@ -114,10 +125,21 @@ include-path = "/v1/templates"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]
 EOF
 
+# The service run's one further exception: redeem requires `user_id` with the service token and
+# refuses its absence with 400, a rule that depends on the token (the description says it).
+cp "$work/schemathesis.toml" "$work/schemathesis-service.toml"
+cat >>"$work/schemathesis-service.toml" <<'EOF'
+
+[[operations]]
+include-method = "POST"
+include-path = "/v1/coupons/{id}/redeem"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]
+EOF
+
 failed=0
-run() { # label token
+run() { # label token [server base] [config]
   log "schemathesis run as $1: --checks all, seed $seed, max-examples $max_examples"
-  if "$st" --config-file "$work/schemathesis.toml" run "$base/openapi.json" \
+  if "$st" --config-file "${4:-$work/schemathesis.toml}" run "${3:-$base}/openapi.json" \
     -H "Authorization: Bearer $2" --checks all --seed "$seed" --max-examples "$max_examples" \
     --generation-database none --report junit --report-dir "$work/report-$1" \
     --no-color --warnings off; then
@@ -129,10 +151,18 @@ run() { # label token
 }
 run admin "$admin_token"
 run user "$user_token"
-
 kill -0 "$server_pid" 2>/dev/null || die "coupon-server died during the run"
+
+# With a service token, on the same stores: only the order service redeems.
+service_port=$(free_port)
+start_server "$service_port" COUPON_SERVICE_TOKEN="$service_token"
+service_pid=$started
+run service "$service_token" "http://127.0.0.1:$service_port" "$work/schemathesis-service.toml"
+kill -0 "$service_pid" 2>/dev/null || die "the service-token coupon-server died during the run"
 # What the runs reached, by route and outcome: shows which operations got past validation.
 log "requests answered, by route and outcome:"
-curl -sf "$base/metrics" | grep '^coupon_http_requests_total' | sed 's/^coupon_http_requests_total/  /' >&2 || true
+for server in "$base" "http://127.0.0.1:$service_port"; do
+  curl -sf "$server/metrics" | grep '^coupon_http_requests_total' | sed 's/^coupon_http_requests_total/  /' >&2 || true
+done
 [ "$failed" -eq 0 ] || { log "contract test failed"; exit 1; }
-log "contract test passed for both tokens"
+log "contract test passed for the admin, user and service tokens"

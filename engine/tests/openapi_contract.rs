@@ -112,30 +112,35 @@ fn every_operation_declares_the_statuses_it_can_answer() {
 fn every_operation_names_the_token_it_needs() {
     let doc = doc();
     let schemes = &doc["components"]["securitySchemes"];
-    for name in ["admin", "user"] {
+    for name in ["admin", "user", "service"] {
         assert_eq!(schemes[name]["type"], "http", "{name}");
         assert_eq!(schemes[name]["scheme"], "bearer", "{name}");
     }
-    let expected = [
-        ("post", "/v1/templates", Some("admin")),
-        ("get", "/v1/templates/{id}", None),
-        ("post", "/v1/templates/{id}/claims", Some("user")),
-        ("post", "/v1/coupons/{id}/redeem", Some("user")),
-        ("post", "/v1/coupons/{id}/refund", Some("user")),
-        ("get", "/v1/users/me/coupons", Some("user")),
-        ("get", "/v1/admin/templates/{id}/audit", Some("admin")),
-        ("post", "/v1/admin/reconcile", Some("admin")),
-        ("post", "/v1/admin/user-tokens", Some("admin")),
-        ("get", "/healthz", None),
-        ("get", "/metrics", None),
-        ("get", "/openapi.json", None),
+    // Redeem takes either: the order service's token, or (servers without one) a user's.
+    let expected: [(&str, &str, &[&str]); 12] = [
+        ("post", "/v1/templates", &["admin"]),
+        ("get", "/v1/templates/{id}", &[]),
+        ("post", "/v1/templates/{id}/claims", &["user"]),
+        ("post", "/v1/coupons/{id}/redeem", &["service", "user"]),
+        ("post", "/v1/coupons/{id}/refund", &["user"]),
+        ("get", "/v1/users/me/coupons", &["user"]),
+        ("get", "/v1/admin/templates/{id}/audit", &["admin"]),
+        ("post", "/v1/admin/reconcile", &["admin"]),
+        ("post", "/v1/admin/user-tokens", &["admin"]),
+        ("get", "/healthz", &[]),
+        ("get", "/metrics", &[]),
+        ("get", "/openapi.json", &[]),
     ];
-    for (method, path, token) in expected {
+    for (method, path, tokens) in expected {
         let op = &doc["paths"][path][method];
         assert!(op.is_object(), "{method} {path}");
-        let want: Vec<String> = token.into_iter().map(str::to_owned).collect();
+        let want: Vec<String> = tokens.iter().map(|t| (*t).to_owned()).collect();
         assert_eq!(security(op), want, "{method} {path}");
     }
+    let redeem = doc["paths"]["/v1/coupons/{id}/redeem"]["post"]["description"]
+        .as_str()
+        .unwrap();
+    assert!(redeem.contains("order service"), "{redeem}");
 }
 
 #[test]
@@ -151,6 +156,17 @@ fn request_bodies_state_the_server_rules() {
             assert_eq!(prop[key], id_rule[key], "{body}.{field}.{key}");
         }
     }
+    let redeem = schema(&doc, "RedeemRequest");
+    assert_eq!(redeem["required"], json!(["order_id", "order_amount"]));
+    let named = &redeem["properties"]["user_id"];
+    for key in ["minLength", "maxLength", "pattern"] {
+        assert_eq!(named[key], id_rule[key], "RedeemRequest.user_id.{key}");
+    }
+    let ttl = &schema(&doc, "TokenRequest")["properties"]["ttl_secs"];
+    assert_eq!(
+        (&ttl["minimum"], &ttl["maximum"]),
+        (&json!(1), &json!(dto::MAX_TOKEN_TTL_SECS))
+    );
     for body in ["RedeemRequest", "RefundRequest"] {
         let prop = &schema(&doc, body)["properties"]["order_id"];
         assert_eq!(prop["minLength"], 1, "{body}");
@@ -268,6 +284,7 @@ fn error_codes_are_an_enum() {
     for code in [
         "invalid_request",
         "unauthorized",
+        "forbidden",
         "payload_too_large",
         "not_found",
         "busy",

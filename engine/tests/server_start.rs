@@ -33,3 +33,52 @@ fn an_empty_user_token_secret_stops_the_start() {
     assert!(!ok);
     assert!(err.contains("COUPON_USER_TOKEN_SECRET"), "{err}");
 }
+
+/// `coupon-server` never serves a mutant, whatever features the build unified: the flag is
+/// refused with a pointer to the binary that has it, before any connection.
+#[test]
+fn coupon_server_refuses_the_mutant_flag() {
+    let out = Command::new(env!("CARGO_BIN_EXE_coupon-server"))
+        .args(["--mutant", "d1"])
+        .env("COUPON_REDIS_URL", "redis://127.0.0.1:1/")
+        .env("COUPON_DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("coupon-server-mutants"), "{err}");
+    let help = Command::new(env!("CARGO_BIN_EXE_coupon-server"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&help.stdout).contains("--mutant"));
+}
+
+/// `coupon-server-mutants`, which Cargo builds beside `coupon-server` whenever the `mutants`
+/// feature is on (a workspace build: the harness crates enable it). Cargo does not define
+/// `CARGO_BIN_EXE_` for a binary whose required features come from a dev-dependency, so it
+/// is found next to the other.
+fn mutants_binary() -> std::path::PathBuf {
+    let path = std::path::Path::new(env!("CARGO_BIN_EXE_coupon-server"))
+        .with_file_name("coupon-server-mutants");
+    assert!(
+        path.is_file(),
+        "{} is missing: build with the mutants feature (cargo build --workspace --bins)",
+        path.display()
+    );
+    path
+}
+
+/// The mutant server knows the names of `Variant` and refuses others before connecting.
+#[test]
+fn coupon_server_mutants_names_its_mutants() {
+    let out = Command::new(mutants_binary())
+        .args(["--mutant", "d99"])
+        .env("COUPON_REDIS_URL", "redis://127.0.0.1:1/")
+        .env("COUPON_DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("d1") && err.contains("d8"), "{err}");
+}

@@ -4,11 +4,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// What a request was for; its `name` is the stable request name in Goose and the reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Op {
     /// `POST /v1/templates/{id}/claims`.
@@ -57,8 +57,8 @@ pub(crate) enum Outcome {
     Unknown,
 }
 
-/// One answer a user saw.
-#[derive(Debug, Clone, Serialize)]
+/// One answer a user saw (a line of `acks.jsonl`, where absent fields are `None`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Event {
     /// The request.
     pub op: Op,
@@ -67,12 +67,16 @@ pub(crate) struct Event {
     /// The shopper (user id) whose token was used.
     pub user: Arc<str>,
     /// The template involved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<Uuid>,
     /// The coupon involved (for claims: the coupon answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coupon: Option<Uuid>,
     /// Claim idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<Arc<str>>,
     /// Order of a redeem or refund.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_id: Option<Arc<str>>,
     /// 0 for the first try, then retries with the same ids.
     pub attempt: u32,
@@ -83,13 +87,20 @@ pub(crate) struct Event {
     /// Latency including the body, microseconds.
     pub latency_us: u64,
     /// HTTP status; `None` for a timeout or transport error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     /// Error code of a refusal (`stock_empty`, `not_owner`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
     /// Coupon status a refund answered (`issued` or `revoked`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refund_status: Option<String>,
     /// Transport error text, for timeouts and the like.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Index of the server the request went to (0 with one server).
+    #[serde(default)]
+    pub server: usize,
 }
 
 impl Event {
@@ -155,6 +166,7 @@ pub(crate) mod tests {
             code: code.map(str::to_owned),
             refund_status: None,
             error: None,
+            server: 0,
         }
     }
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use coupon_engine::{AuditReport, Coupon, NewTemplate};
+use coupon_engine::{AuditReport, Coupon, Discount, NewTemplate, RefundPolicy};
 use serde::{Deserialize, de::DeserializeOwned};
 use uuid::Uuid;
 
@@ -20,6 +20,23 @@ pub(crate) struct Api {
 #[derive(Debug, Deserialize)]
 struct Created {
     id: Uuid,
+}
+
+/// The fields of a stored template the runner needs.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Fetched {
+    /// Id.
+    pub id: Uuid,
+    /// Name.
+    pub name: String,
+    /// Total stock.
+    pub total_stock: i64,
+    /// Per-user limit.
+    pub per_user_limit: i32,
+    /// Refund policy.
+    pub refund_policy: RefundPolicy,
+    /// Discount.
+    pub discount: Discount,
 }
 
 /// A minted token.
@@ -41,11 +58,6 @@ impl Api {
             base: base.trim_end_matches('/').to_owned(),
             admin_token: admin_token.to_owned(),
         })
-    }
-
-    /// The base URL.
-    pub(crate) fn base(&self) -> &str {
-        &self.base
     }
 
     async fn read<T: DeserializeOwned>(
@@ -95,6 +107,18 @@ impl Api {
             .context("POST /v1/templates")?;
         let created: Created = Self::read("POST /v1/templates", r).await?;
         Ok(created.id)
+    }
+
+    /// `GET /v1/templates/{id}`: an existing template.
+    pub(crate) async fn template(&self, id: Uuid) -> anyhow::Result<Fetched> {
+        let path = format!("/v1/templates/{id}");
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .with_context(|| format!("GET {path}"))?;
+        Self::read(&format!("GET {path}"), r).await
     }
 
     /// `POST /v1/admin/user-tokens` (admin): the bearer token of `user_id`.

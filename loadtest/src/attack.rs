@@ -79,14 +79,15 @@ fn goose_args(s: &Settings, host: &str, dir: &Path) -> Vec<String> {
     args
 }
 
-/// Runs the scenario of `ctx` under Goose.
+/// Runs the scenario of `ctx` under Goose. Goose's host is the first server; requests name
+/// their server in full (`scenarios::call`), so several servers share one Goose run.
 pub(crate) async fn run(
     s: &Settings,
     ctx: Arc<scenarios::Ctx>,
-    host: &str,
     dir: &Path,
 ) -> anyhow::Result<AttackResult> {
-    let args = goose_args(s, host, dir);
+    let host = ctx.servers.bases().first().cloned().unwrap_or_default();
+    let args = goose_args(s, &host, dir);
     let config = GooseConfiguration::parse_args_default(&args)
         .map_err(|e| anyhow!("{e}"))
         .with_context(|| format!("Goose configuration {args:?}"))?;

@@ -8,7 +8,44 @@ use anyhow::Context;
 use coupon_engine::{AuditReport, Coupon};
 use tokio::time::Instant;
 
-use crate::{api::Api, setup::Customer, templates::TemplateInfo};
+use crate::{
+    acks::Event,
+    api::Api,
+    checks::{self, Evidence, InvariantResult},
+    progress::phase,
+    setup::Customer,
+    templates::TemplateInfo,
+};
+
+/// The whole post-run audit: waits for quiet, audits every template (I1–I5), reads every
+/// shopper's coupons back and checks the acknowledgements `events` against them (I1, I3–I7).
+pub(crate) async fn audit_all(
+    api: &Api,
+    templates: &[TemplateInfo],
+    customers: &[Customer],
+    events: &[Event],
+) -> anyhow::Result<(Vec<AuditReport>, Vec<InvariantResult>)> {
+    phase(
+        "audit",
+        "waiting for in-flight work, then auditing every template (I1–I5)",
+    );
+    let audits = settle_and_audit(api, templates).await?;
+    phase(
+        "audit",
+        format!(
+            "reading back {} shoppers' coupons; checking acknowledgements (I1, I3–I7)",
+            customers.len()
+        ),
+    );
+    let wallets = wallets(api, customers).await?;
+    let invariants = checks::evaluate(&Evidence {
+        events,
+        templates,
+        audits: &audits,
+        wallets: &wallets,
+    });
+    Ok((audits, invariants))
+}
 
 /// Longest wait for in-flight work to drain.
 const SETTLE: Duration = Duration::from_secs(30);

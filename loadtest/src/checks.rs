@@ -156,6 +156,22 @@ enum Expected {
     Revoked,
 }
 
+/// One line per violated invariant, for the report's "why it failed".
+pub(crate) fn failures(invariants: &[InvariantResult]) -> Vec<String> {
+    invariants
+        .iter()
+        .filter(|i| !i.passed)
+        .map(|i| {
+            format!(
+                "{} violated ({} finding(s)): {}",
+                i.id,
+                i.details.len(),
+                i.details.first().map(String::as_str).unwrap_or("")
+            )
+        })
+        .collect()
+}
+
 /// Evaluates I1–I7.
 pub(crate) fn evaluate(ev: &Evidence<'_>) -> Vec<InvariantResult> {
     let mut f = Findings::default();

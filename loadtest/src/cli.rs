@@ -20,7 +20,10 @@ Examples:
   coupon-loadtest lifecycle --duration 10 --baseline reports/baselines/lifecycle.json
   coupon-loadtest flash-sale --duration 10 --mutant d1        # must exit 1 (I1)
   coupon-loadtest flash-sale --duration 10 --nemesis redis-stale-restart   # must pass
-  coupon-loadtest flash-sale --target http://127.0.0.1:8080 --admin-token $TOKEN";
+  coupon-loadtest flash-sale --target http://127.0.0.1:8080 --admin-token $TOKEN
+  coupon-loadtest flash-sale --servers 3 --spread request     # three coupon-server processes
+  coupon-loadtest flash-sale --target $URL --template $ID --no-audit   # one of N generators
+  coupon-loadtest audit reports/<run A> reports/<run B> --admin-token $TOKEN   # merged audit";
 
 /// The load-test scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -43,6 +46,18 @@ impl ScenarioKind {
             Self::Mixed => "mixed",
         }
     }
+}
+
+/// How shoppers' requests are shared out among several servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Spread {
+    /// Each shopper sticks to one server (shopper n → server n mod servers), as behind a
+    /// balancer with session affinity.
+    Sticky,
+    /// Every request goes to the next server in turn, so one shopper's retries and
+    /// duplicates land on different servers.
+    Request,
 }
 
 /// Goose load test of the coupon engine: runs a scenario against an in-process server on
@@ -92,10 +107,37 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "FAULT")]
     pub nemesis: Option<crate::nemesis::NemesisKind>,
 
-    /// Test an external server speaking the same API instead of an in-process one
-    /// (needs --admin-token).
-    #[arg(long, value_name = "URL", requires = "admin_token")]
-    pub target: Option<String>,
+    /// Test an external server speaking the same API instead of an in-process one (needs
+    /// --admin-token). Repeatable: several servers of one deployment (same stores, same
+    /// secrets) are driven at once, shared out by --spread.
+    #[arg(long = "target", value_name = "URL", requires = "admin_token")]
+    pub targets: Vec<String>,
+    /// Start N `coupon-server` processes on the run's provisioned Redis and Postgres (one
+    /// free loopback port each, shared secrets) instead of the in-process server; stopped
+    /// after the run.
+    #[arg(long, value_name = "N", conflicts_with = "targets")]
+    pub servers: Option<usize>,
+    /// The `coupon-server` binary for --servers [default: next to coupon-loadtest;
+    /// `coupon-server-mutants` there with --mutant].
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "COUPON_SERVER_BIN",
+        requires = "servers"
+    )]
+    pub server_bin: Option<PathBuf>,
+    /// flash-sale: drive this existing template (its id) instead of creating one, so that
+    /// generators on several machines race for the same stock.
+    #[arg(long, value_name = "ID", requires = "targets")]
+    pub template: Option<uuid::Uuid>,
+    /// Record only: skip the post-run audit and leave the acknowledgement record in the run
+    /// directory, to be merged with other generators' by `coupon-loadtest audit RUN_DIR…`.
+    #[arg(long)]
+    pub no_audit: bool,
+    /// With several servers: `sticky` (each shopper keeps one server) or `request` (every
+    /// request goes to the next server in turn).
+    #[arg(long, value_name = "HOW", default_value = "sticky")]
+    pub spread: Spread,
     /// Admin bearer token of the --target server.
     #[arg(
         long,
@@ -104,6 +146,11 @@ pub(crate) struct Cli {
         hide_env_values = true
     )]
     pub admin_token: Option<String>,
+    /// The order-service token of the --target servers: redeems go through it, naming the
+    /// shopper, as on a deployment where only the order service redeems (without it,
+    /// shoppers redeem with their own tokens). The run's own servers always get one.
+    #[arg(long, value_name = "TOKEN", requires = "targets")]
+    pub service_token: Option<String>,
     /// Directory the run's report directory is created in.
     #[arg(long, value_name = "DIR", default_value = "reports")]
     pub report_dir: PathBuf,
@@ -182,8 +229,20 @@ pub(crate) struct Settings {
     pub persistence: Persistence,
     /// Fault injected during the run (in-process only).
     pub nemesis: Option<crate::nemesis::NemesisKind>,
-    /// External server, if any.
-    pub target: Option<String>,
+    /// External servers (empty: the run starts its own).
+    pub targets: Vec<String>,
+    /// `coupon-server` processes to start (None: in-process, or the targets).
+    pub servers: Option<usize>,
+    /// The binary of those processes, if not the default.
+    pub server_bin: Option<PathBuf>,
+    /// How requests are shared among several servers.
+    pub spread: Spread,
+    /// An existing template to drive instead of seeding (flash-sale).
+    pub template: Option<uuid::Uuid>,
+    /// Skip the audit (record only).
+    pub no_audit: bool,
+    /// The --target servers' order-service token.
+    pub service_token: Option<String>,
     /// Admin token of the external server.
     pub admin_token: Option<String>,
     /// Parent directory of the run's reports.
@@ -205,6 +264,9 @@ pub(crate) struct Settings {
     /// Goose console at warnings only.
     pub goose_quiet: bool,
 }
+
+/// Most `coupon-server` processes one run starts (each holds a Postgres pool).
+const MAX_SERVERS: usize = 16;
 
 /// Most shoppers minted by default.
 const MAX_DEFAULT_CUSTOMERS: usize = 20_000;
@@ -266,7 +328,7 @@ impl Cli {
         if self.iterations == Some(0) {
             bail!("--iterations must be at least 1");
         }
-        if self.target.is_some() {
+        if !self.targets.is_empty() {
             if self.mutant != Variant::Correct {
                 bail!("--mutant applies to the in-process server only, not to --target");
             }
@@ -279,10 +341,20 @@ impl Cli {
                 );
             }
         }
-        if let Some(t) = &self.target
-            && !(t.starts_with("http://") || t.starts_with("https://"))
+        for t in &self.targets {
+            if !(t.starts_with("http://") || t.starts_with("https://")) {
+                bail!("--target must be an http:// or https:// URL, not {t:?}");
+            }
+        }
+        if self.template.is_some() && kind != ScenarioKind::FlashSale {
+            bail!(
+                "--template drives the hot template of flash-sale; other scenarios seed their own"
+            );
+        }
+        if let Some(n) = self.servers
+            && !(1..=MAX_SERVERS).contains(&n)
         {
-            bail!("--target must be an http:// or https:// URL, not {t:?}");
+            bail!("--servers must be between 1 and {MAX_SERVERS}");
         }
         if !(self.tolerance_throughput > 0.0 && self.tolerance_throughput <= 1.0) {
             bail!("--tolerance-throughput must be in (0, 1]");
@@ -319,7 +391,17 @@ impl Cli {
             variant: self.mutant,
             persistence: self.persistence,
             nemesis: self.nemesis,
-            target: self.target.map(|t| t.trim_end_matches('/').to_owned()),
+            targets: self
+                .targets
+                .iter()
+                .map(|t| t.trim_end_matches('/').to_owned())
+                .collect(),
+            servers: self.servers,
+            server_bin: self.server_bin,
+            spread: self.spread,
+            template: self.template,
+            no_audit: self.no_audit,
+            service_token: self.service_token,
             admin_token: self.admin_token,
             report_dir: self.report_dir,
             baseline: self.baseline,
@@ -372,5 +454,46 @@ mod tests {
         assert!(parse(&["flash-sale", "--mutant", "d99"]).is_err());
         assert!(parse(&["flash-sale", "--threshold", "p100<1s"]).is_err());
         assert!(parse(&["flash-sale", "--users", "0"]).is_err());
+    }
+
+    #[test]
+    fn several_servers() -> anyhow::Result<()> {
+        let s = parse(&[
+            "flash-sale",
+            "--target",
+            "http://a:1/",
+            "--target",
+            "http://b:2",
+            "--admin-token",
+            "t",
+            "--spread",
+            "request",
+        ])?;
+        assert_eq!(s.targets, ["http://a:1", "http://b:2"]);
+        assert_eq!(s.spread, Spread::Request);
+        let s = parse(&["flash-sale", "--servers", "3", "--mutant", "d1"])?;
+        assert_eq!((s.servers, s.spread), (Some(3), Spread::Sticky));
+        assert!(parse(&["flash-sale", "--servers", "0"]).is_err());
+        assert!(parse(&["flash-sale", "--servers", "2", "--target", "http://a:1"]).is_err());
+        assert!(parse(&["flash-sale", "--server-bin", "x"]).is_err());
+        let id = "7f1b3c1e-1a2b-4c3d-8e4f-0123456789ab";
+        assert!(
+            parse(&[
+                "lifecycle",
+                "--target",
+                "http://a:1",
+                "--admin-token",
+                "t",
+                "--template",
+                id
+            ])
+            .is_err()
+        );
+        assert!(
+            parse(&["flash-sale", "--template", id]).is_err(),
+            "needs --target"
+        );
+        assert!(parse(&["lifecycle", "--service-token", "s"]).is_err());
+        Ok(())
     }
 }

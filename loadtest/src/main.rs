@@ -4,7 +4,8 @@
 //! freshly provisioned backends, or an external `--target`; records every answer the
 //! simulated users saw; audits invariants I1–I7 afterwards; writes
 //! `reports/<UTC time>-<scenario>/` (index.html, report.json, report.md, Goose's reports);
-//! optionally compares with a baseline. Exit codes: 0 pass, 1 invariant violated,
+//! optionally compares with a baseline. `coupon-loadtest audit RUN_DIR…` audits the merged
+//! records of several runs (generators on several machines). Exit codes: 0 pass, 1 invariant violated,
 //! 2 threshold or regression, 3 setup error.
 
 mod acks;
@@ -15,14 +16,18 @@ mod baseline;
 mod bench;
 mod checks;
 mod cli;
+mod fleet;
+mod merge;
 mod nemesis;
 mod progress;
+mod record;
 mod report;
 mod rng;
 mod runner;
 mod scenarios;
 mod server;
 mod setup;
+mod shares;
 mod stats;
 mod templates;
 mod timeline;
@@ -36,8 +41,10 @@ use tracing_subscriber::EnvFilter;
 #[tokio::main]
 async fn main() -> ExitCode {
     // `bench` is a command of its own beside the scenarios (which stay the first argument).
-    if std::env::args().nth(1).as_deref() == Some("bench") {
-        return bench_main().await;
+    match std::env::args().nth(1).as_deref() {
+        Some("bench") => return bench_main().await,
+        Some("audit") => return audit_main().await,
+        _ => {}
     }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
@@ -60,12 +67,31 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn bench_main() -> ExitCode {
-    let args = std::env::args()
+/// The command line without its first argument (the command's name).
+fn command_args() -> impl Iterator<Item = String> {
+    std::env::args()
         .enumerate()
         .filter(|(i, _)| *i != 1)
-        .map(|(_, a)| a);
-    let cli = match bench::BenchCli::try_parse_from(args) {
+        .map(|(_, a)| a)
+}
+
+async fn audit_main() -> ExitCode {
+    let cli = match merge::AuditCli::try_parse_from(command_args()) {
+        Ok(cli) => cli,
+        Err(e) => return usage_exit(&e),
+    };
+    init_tracing();
+    match merge::run(cli).await {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("coupon-loadtest audit: setup error: {e:#}");
+            ExitCode::from(verdict::EXIT_SETUP)
+        }
+    }
+}
+
+async fn bench_main() -> ExitCode {
+    let cli = match bench::BenchCli::try_parse_from(command_args()) {
         Ok(cli) => cli,
         Err(e) => return usage_exit(&e),
     };

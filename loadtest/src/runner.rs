@@ -11,18 +11,19 @@ use time::{OffsetDateTime, format_description::well_known::Rfc3339, macros::form
 
 use crate::{
     acks::{Event, Outcome},
-    attack, audit, baseline,
-    checks::{self, Evidence},
+    attack, audit, baseline, checks,
     cli::Settings,
     nemesis,
     progress::phase,
+    record::{self, RunRecord},
     report::{self, Report},
     scenarios::Ctx,
     setup, stats,
     verdict::Verdict,
 };
 
-/// Starts `--nemesis` against the in-process server's own Redis and the hot template.
+/// Starts `--nemesis` against the run's own Redis (under its in-process server or its
+/// `coupon-server` processes) and the hot template.
 fn start_nemesis(
     s: &Settings,
     fixture: &setup::Fixture,
@@ -33,7 +34,7 @@ fn start_nemesis(
     let server = fixture
         .server
         .as_ref()
-        .context("--nemesis needs the in-process server")?;
+        .context("--nemesis needs servers the run starts itself")?;
     let redis = server
         .own_redis
         .clone()
@@ -70,22 +71,30 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
     phase(
         "run",
         format!(
-            "{}: {} Goose users (+{}/s), {} shoppers, {how_long}, against {}",
+            "{}: {} Goose users (+{}/s), {} shoppers, {how_long}, against {}{}",
             s.scenario.name(),
             s.users,
             s.increase_rate,
             s.customers,
-            fixture.api.base()
+            fixture.bases.join(", "),
+            if fixture.bases.len() > 1 {
+                format!(" (spread: {})", spread_name(&s))
+            } else {
+                String::new()
+            }
         ),
     );
-    let ctx = Arc::new(Ctx::new(
+    let mut ctx = Ctx::new(
         &s,
         fixture.templates.clone(),
         fixture.customers.clone(),
         fixture.run_tag.clone(),
-    ));
+        fixture.bases.clone(),
+    );
+    ctx.service_token = fixture.service_token.as_deref().map(Arc::from);
+    let ctx = Arc::new(ctx);
     let nemesis = start_nemesis(&s, &fixture)?;
-    let attack = attack::run(&s, ctx.clone(), fixture.api.base(), &dir).await?;
+    let attack = attack::run(&s, ctx.clone(), &dir).await?;
     let nemesis = match nemesis {
         Some(task) => task.await.context("the nemesis task")?,
         None => Vec::new(),
@@ -106,30 +115,42 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
         );
     }
 
-    phase(
-        "audit",
-        "waiting for in-flight work, then auditing every template (I1–I5)",
-    );
-    let audits = audit::settle_and_audit(&fixture.api, &fixture.templates).await?;
-    phase(
-        "audit",
-        format!(
-            "reading back {} shoppers' coupons; checking acknowledgements (I1, I3–I7)",
-            fixture.customers.len()
-        ),
-    );
-    let wallets = audit::wallets(&fixture.api, &fixture.customers).await?;
-    let invariants = checks::evaluate(&Evidence {
-        events: &events,
-        templates: &fixture.templates,
-        audits: &audits,
-        wallets: &wallets,
-    });
+    record::write(
+        &dir,
+        &RunRecord {
+            record_version: record::RECORD_VERSION,
+            run_id: dir_name(&dir),
+            scenario: s.scenario.name().to_owned(),
+            servers: fixture.bases.clone(),
+            run_tag: fixture.run_tag.clone(),
+            customers: fixture.customers.len(),
+            templates: fixture.templates.clone(),
+            users: s.users,
+            epoch_unix_us: ctx.epoch_unix_us,
+            audited: !s.no_audit,
+        },
+        &events,
+    )?;
+    let (audits, invariants) = if s.no_audit {
+        phase(
+            "audit",
+            "skipped (--no-audit): merge this run's record with `coupon-loadtest audit`",
+        );
+        (Vec::new(), Vec::new())
+    } else {
+        audit::audit_all(
+            &fixture.api,
+            &fixture.templates,
+            &fixture.customers,
+            &events,
+        )
+        .await?
+    };
     if let Some(server) = fixture.server {
         server
             .stop()
             .await
-            .context("stopping the in-process server")?;
+            .context("stopping the run's server(s)")?;
     }
 
     phase("report", format!("writing {}", dir.display()));
@@ -151,15 +172,7 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
     let thresholds_ok = attack.thresholds.iter().all(|t| t.passed);
     let no_regression = comparison.as_ref().is_none_or(baseline::Comparison::passed);
     let verdict = Verdict::decide(invariants_ok, thresholds_ok, no_regression);
-    let mut failures = Vec::new();
-    for i in invariants.iter().filter(|i| !i.passed) {
-        failures.push(format!(
-            "{} violated ({} finding(s)): {}",
-            i.id,
-            i.details.len(),
-            i.details.first().map(String::as_str).unwrap_or("")
-        ));
-    }
+    let mut failures = checks::failures(&invariants);
     for t in attack.thresholds.iter().filter(|t| !t.passed) {
         failures.push(format!(
             "threshold `{}` failed: observed {}",
@@ -172,10 +185,7 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
     let report = Report {
         schema_version: report::SCHEMA_VERSION,
         tool: format!("coupon-loadtest {}", env!("CARGO_PKG_VERSION")),
-        run_id: dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
+        run_id: dir_name(&dir),
         scenario: s.scenario.name().to_owned(),
         verdict: verdict.label().to_owned(),
         outcome: verdict,
@@ -199,6 +209,9 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
         goose_reports: attack.goose_reports,
         timeline: crate::timeline::timeline(&events),
         peak_rss_mib: report::peak_rss_mib(),
+        servers: crate::shares::shares(&events, &fixture.bases),
+        audited: !s.no_audit,
+        runs: Vec::new(),
         nemesis,
         failures,
     };
@@ -207,8 +220,19 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
     Ok(verdict)
 }
 
+/// The run directory's name (its id).
+pub(crate) fn dir_name(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// Creates `<parent>/<UTC YYYYMMDDTHHMMSSZ>-<scenario>` (with `-2`, `-3`… if taken).
-fn run_dir(parent: &Path, at: OffsetDateTime, scenario: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn run_dir(
+    parent: &Path,
+    at: OffsetDateTime,
+    scenario: &str,
+) -> anyhow::Result<PathBuf> {
     let stamp = at
         .format(format_description!(
             "[year][month][day]T[hour][minute][second]Z"
@@ -233,7 +257,7 @@ fn run_dir(parent: &Path, at: OffsetDateTime, scenario: &str) -> anyhow::Result<
 
 /// The configuration as the report records it (and baselines compare).
 fn config_json(s: &Settings) -> serde_json::Value {
-    let in_process = s.target.is_none();
+    let own = s.targets.is_empty();
     json!({
         "scenario": s.scenario.name(),
         "users": s.users,
@@ -243,9 +267,15 @@ fn config_json(s: &Settings) -> serde_json::Value {
         "stock": s.stock,
         "per_user_limit": s.per_user_limit,
         "customers": s.customers,
-        "variant": in_process.then(|| s.variant.name()),
-        "persistence": in_process.then(|| serde_json::to_value(s.persistence).unwrap_or_default()),
-        "target": s.target.clone().unwrap_or_else(|| "in-process".to_owned()),
+        "variant": own.then(|| s.variant.name()),
+        "persistence": own.then(|| serde_json::to_value(s.persistence).unwrap_or_default()),
+        "target": match (s.targets.as_slice(), s.servers) {
+            ([], None) => "in-process".to_owned(),
+            ([], Some(n)) => format!("{n} coupon-server process(es)"),
+            (targets, _) => targets.join(", "),
+        },
+        "servers": if own { s.servers.unwrap_or(1) } else { s.targets.len() },
+        "spread": spread_name(s),
         "request_timeout_secs": s.request_timeout.as_secs(),
         "max_retries": s.max_retries,
         "duplicate_rate": s.duplicate_rate,
@@ -255,8 +285,16 @@ fn config_json(s: &Settings) -> serde_json::Value {
     })
 }
 
+/// `sticky` or `request`.
+fn spread_name(s: &Settings) -> String {
+    serde_json::to_value(s.spread)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
 /// `git rev-parse --short HEAD`, or `unknown`.
-fn git_commit() -> String {
+pub(crate) fn git_commit() -> String {
     std::process::Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
         .output()
@@ -269,7 +307,7 @@ fn git_commit() -> String {
 }
 
 /// The closing lines on stderr.
-fn summarise(r: &Report, dir: &Path, events: &[Event]) {
+pub(crate) fn summarise(r: &Report, dir: &Path, events: &[Event]) {
     let t = &r.throughput;
     phase(
         "report",

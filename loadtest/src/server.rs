@@ -1,8 +1,9 @@
-//! The in-process server: an isolated environment (own Postgres database, own Redis
-//! namespace) from the engine's testkit, served on 127.0.0.1:0 with secrets chosen here.
+//! The servers a run starts itself: an isolated environment (own Postgres database, own
+//! Redis namespace) from the engine's testkit, served either in-process on 127.0.0.1:0 or by
+//! `coupon-server` processes (`--servers N`, see `fleet.rs`), with secrets chosen here.
 
 use anyhow::Context;
-use std::sync::Arc;
+use std::{path::PathBuf, sync::Arc};
 
 use coupon_engine::{
     EngineConfig, Persistence, Variant,
@@ -20,36 +21,65 @@ use tokio::{
 };
 use uuid::Uuid;
 
-/// A running in-process server and the environment under it.
-pub(crate) struct InProcess {
-    /// `http://127.0.0.1:<port>`.
-    pub base_url: String,
-    /// The admin token it accepts.
+use crate::fleet::{Fleet, FleetSpec};
+
+/// What serves the run.
+enum Serving {
+    /// The engine's HTTP API in this process.
+    InProcess {
+        shutdown: Option<oneshot::Sender<()>>,
+        task: JoinHandle<std::io::Result<()>>,
+    },
+    /// `coupon-server` processes.
+    Processes(Fleet),
+}
+
+/// The run's own server(s) and the environment under them.
+pub(crate) struct Served {
+    /// `http://127.0.0.1:<port>` of each server.
+    pub base_urls: Vec<String>,
+    /// The admin token they accept.
     pub admin_token: String,
+    /// The order service's token: only it may redeem on these servers.
+    pub service_token: String,
     /// Redis namespace and database, for the report.
     pub description: String,
     /// The run's own Redis, when a fault needs one it may restart.
     pub own_redis: Option<Arc<Mutex<LocalRedis>>>,
-    shutdown: Option<oneshot::Sender<()>>,
-    task: JoinHandle<std::io::Result<()>>,
+    serving: Serving,
     env: TestEnv,
 }
 
-impl InProcess {
-    /// Provisions an environment for `variant` / `persistence` and starts serving it; with
-    /// `own_redis`, on a `redis-server` started for this run alone (with AOF), never a
-    /// shared one, so a fault may kill and restart it.
-    pub(crate) async fn start(
-        variant: Variant,
-        persistence: Persistence,
-        own_redis: bool,
-    ) -> anyhow::Result<Self> {
+/// How the run's servers are started.
+pub(crate) struct Plan {
+    /// Engine variant.
+    pub variant: Variant,
+    /// Claim persistence.
+    pub persistence: Persistence,
+    /// Whether Redis is a `redis-server` of the run's own (a fault may restart it).
+    pub own_redis: bool,
+    /// `Some((n, binary))`: n `coupon-server` processes; None: in-process.
+    pub processes: Option<(usize, Option<PathBuf>)>,
+}
+
+fn persistence_name(p: Persistence) -> &'static str {
+    match p {
+        Persistence::Sync => "sync",
+        Persistence::Async => "async",
+    }
+}
+
+impl Served {
+    /// Provisions an environment and starts serving it; with `own_redis`, on a
+    /// `redis-server` started for this run alone (with AOF), never a shared one, so a fault
+    /// may kill and restart it.
+    pub(crate) async fn start(plan: Plan) -> anyhow::Result<Self> {
         let config = EngineConfig {
-            variant,
-            persistence,
+            variant: plan.variant,
+            persistence: plan.persistence,
             ..EngineConfig::default()
         };
-        let (env, own_redis) = if own_redis {
+        let (env, own_redis) = if plan.own_redis {
             let redis = LocalRedis::start_with(RedisPersistence::Aof)
                 .context("starting the run's own redis-server")?;
             let shared = shared_backends().await.context("provisioning Postgres")?;
@@ -70,52 +100,95 @@ impl InProcess {
         };
         let admin_token = format!("lt-admin-{}", Uuid::new_v4().simple());
         let user_secret = format!("lt-users-{}", Uuid::new_v4().simple());
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .context("binding 127.0.0.1:0")?;
-        let addr = listener.local_addr().context("local address")?;
-        let state = AppState::new(env.engine.clone(), &admin_token, &user_secret);
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(listener, state, async move {
-            let _ = rx.await;
-        }));
-        let description = format!(
-            "in-process coupon-engine ({}, {} persistence) on {addr}; database {}, redis namespace {}",
-            variant.name(),
-            match persistence {
-                Persistence::Sync => "sync",
-                Persistence::Async => "async",
-            },
+        // The run's own servers are configured as production should be: redeem belongs to
+        // the order service, so the scenarios redeem through its token.
+        let service_token = format!("lt-service-{}", Uuid::new_v4().simple());
+        let stores = format!(
+            "database {}, redis namespace {}",
             env.database_url.rsplit('/').next().unwrap_or("?"),
             env.namespace,
         );
+        let engine = format!(
+            "{}, {} persistence",
+            plan.variant.name(),
+            persistence_name(plan.persistence)
+        );
+        let (serving, base_urls, description) = match plan.processes {
+            None => {
+                let listener = TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .context("binding 127.0.0.1:0")?;
+                let addr = listener.local_addr().context("local address")?;
+                let state = AppState::new(env.engine.clone(), &admin_token, &user_secret)
+                    .with_service_token(&service_token);
+                let (tx, rx) = oneshot::channel::<()>();
+                let task = tokio::spawn(serve(listener, state, async move {
+                    let _ = rx.await;
+                }));
+                (
+                    Serving::InProcess {
+                        shutdown: Some(tx),
+                        task,
+                    },
+                    vec![format!("http://{addr}")],
+                    format!("in-process coupon-engine ({engine}) on {addr}; {stores}"),
+                )
+            }
+            Some((count, binary)) => {
+                let fleet = Fleet::start(FleetSpec {
+                    count,
+                    binary,
+                    variant: plan.variant,
+                    persistence: persistence_name(plan.persistence),
+                    redis_url: env.redis_url.clone(),
+                    database_url: env.database_url.clone(),
+                    namespace: env.namespace.clone(),
+                    admin_token: admin_token.clone(),
+                    user_secret,
+                    service_token: service_token.clone(),
+                })
+                .await?;
+                let urls = fleet.base_urls();
+                let description = format!(
+                    "{count} {} process(es) ({engine}) on {}; {stores}",
+                    fleet.binary_name(),
+                    urls.join(", ")
+                );
+                (Serving::Processes(fleet), urls, description)
+            }
+        };
         Ok(Self {
-            base_url: format!("http://{addr}"),
+            base_urls,
             admin_token,
+            service_token,
             description,
             own_redis,
-            shutdown: Some(tx),
-            task,
+            serving,
             env,
         })
     }
 
-    /// The engine behind the server.
+    /// An engine on the servers' database and namespace (the in-process server's own).
     pub(crate) fn engine(&self) -> &coupon_engine::CouponEngine {
         &self.env.engine
     }
 
-    /// Drains and stops the server, then drops the environment (database and namespace).
-    pub(crate) async fn stop(mut self) -> anyhow::Result<()> {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        let served = (&mut self.task).await.context("server task")?;
+    /// Drains and stops the server(s), then drops the environment (database and namespace).
+    pub(crate) async fn stop(self) -> anyhow::Result<()> {
+        let served = match self.serving {
+            Serving::InProcess { shutdown, mut task } => {
+                if let Some(tx) = shutdown {
+                    let _ = tx.send(());
+                }
+                (&mut task).await.context("server task")?.context("serving")
+            }
+            Serving::Processes(fleet) => fleet.stop().await,
+        };
         let env = self.env;
         // Dropping the environment removes its database and keys; it blocks briefly.
         tokio::task::spawn_blocking(move || drop(env))
             .await
             .context("cleaning up the environment")?;
-        served.context("serving")
+        served
     }
 }

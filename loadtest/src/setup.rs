@@ -10,7 +10,7 @@ use crate::{
     api::Api,
     cli::Settings,
     progress::phase,
-    server::InProcess,
+    server::{Plan, Served},
     templates::{self, TemplateInfo},
 };
 
@@ -21,12 +21,19 @@ pub(crate) struct Customer {
     pub id: Arc<str>,
     /// Its bearer token.
     pub token: Arc<str>,
+    /// The server it sticks to with `--spread sticky` (index into the run's servers).
+    pub home: usize,
 }
 
 /// Everything the load needs, and the server it runs against.
 pub(crate) struct Fixture {
-    /// API client (admin token inside).
+    /// API client (admin token inside) of the first server; the servers share the stores,
+    /// so seeding and auditing through one covers all.
     pub api: Api,
+    /// Base URL of every server under test, in order.
+    pub bases: Vec<String>,
+    /// The token redeems go through (the order service's), if the servers have one.
+    pub service_token: Option<String>,
     /// Seeded templates, in plan order (the first is the scenario's main one).
     pub templates: Vec<TemplateInfo>,
     /// Shoppers with tokens.
@@ -35,8 +42,8 @@ pub(crate) struct Fixture {
     pub run_tag: String,
     /// What was tested, for the report.
     pub target_description: String,
-    /// The in-process server, if any.
-    pub server: Option<InProcess>,
+    /// The server(s) the run started itself, if any.
+    pub server: Option<Served>,
 }
 
 /// How many admin calls run at once while seeding.
@@ -44,39 +51,75 @@ const SEED_CONCURRENCY: usize = 16;
 
 /// Starts or reaches the server, seeds templates and mints tokens.
 pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
-    let (api, server, target_description) = match &s.target {
-        Some(url) => {
-            let token = s
-                .admin_token
-                .as_deref()
-                .context("--target needs --admin-token (or COUPON_ADMIN_TOKEN)")?;
-            phase("setup", format!("external target {url}"));
-            (
-                Api::new(url, token)?,
-                None,
-                format!("external server {url}"),
-            )
-        }
-        None => {
-            phase(
-                "setup",
-                format!(
-                    "provisioning backends and starting the in-process server (variant {})",
-                    s.variant.name()
-                ),
-            );
-            let server = InProcess::start(s.variant, s.persistence, s.nemesis.is_some()).await?;
-            let api = Api::new(&server.base_url, &server.admin_token)?;
-            let description = server.description.clone();
-            (api, Some(server), description)
-        }
+    let (api, bases, server, mut target_description) = if s.targets.is_empty() {
+        phase(
+            "setup",
+            format!(
+                "provisioning backends and starting {} (variant {})",
+                match s.servers {
+                    Some(n) => format!("{n} coupon-server process(es)"),
+                    None => "the in-process server".to_owned(),
+                },
+                s.variant.name()
+            ),
+        );
+        let server = Served::start(Plan {
+            variant: s.variant,
+            persistence: s.persistence,
+            own_redis: s.nemesis.is_some(),
+            processes: s.servers.map(|n| (n, s.server_bin.clone())),
+        })
+        .await?;
+        let api = Api::new(&server.base_urls[0], &server.admin_token)?;
+        let description = server.description.clone();
+        (api, server.base_urls.clone(), Some(server), description)
+    } else {
+        let token = s
+            .admin_token
+            .as_deref()
+            .context("--target needs --admin-token (or COUPON_ADMIN_TOKEN)")?;
+        let list = s.targets.join(", ");
+        phase("setup", format!("external target(s) {list}"));
+        let noun = if s.targets.len() == 1 {
+            "server"
+        } else {
+            "servers"
+        };
+        (
+            Api::new(&s.targets[0], token)?,
+            s.targets.clone(),
+            None,
+            format!("external {noun} {list}"),
+        )
     };
-    api.wait_healthy(std::time::Duration::from_secs(10))
-        .await
-        .context("the server is not healthy")?;
+    let service_token = match &server {
+        Some(served) => Some(served.service_token.clone()),
+        None => s.service_token.clone(),
+    };
+    if service_token.is_some() {
+        target_description.push_str("; redeems through the order-service token");
+    }
+    for base in &bases {
+        Api::new(base, "")?
+            .wait_healthy(std::time::Duration::from_secs(10))
+            .await
+            .with_context(|| format!("the server {base} is not healthy"))?;
+    }
     let run_tag = Uuid::new_v4().simple().to_string()[..8].to_owned();
     let mut templates = Vec::new();
-    for (role, spec) in templates::plan(s, &run_tag) {
+    if let Some(id) = s.template {
+        let t = api
+            .template(id)
+            .await
+            .with_context(|| format!("reading --template {id}"))?;
+        templates.push(TemplateInfo::fetched(&t, templates::Role::Hot));
+    }
+    let plan = if s.template.is_some() {
+        Vec::new()
+    } else {
+        templates::plan(s, &run_tag)
+    };
+    for (role, spec) in plan {
         let id = api
             .create_template(&spec)
             .await
@@ -91,10 +134,12 @@ pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
             s.customers
         ),
     );
-    let customers = mint(&api, &run_tag, s.customers).await?;
+    let customers = mint(&api, &run_tag, s.customers, bases.len()).await?;
     phase("setup", format!("ready: {target_description}"));
     Ok(Fixture {
         api,
+        bases,
+        service_token,
         templates,
         customers,
         run_tag,
@@ -104,12 +149,17 @@ pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
 }
 
 /// The user id of shopper `n` of run `tag`.
-fn customer_id(tag: &str, n: usize) -> String {
+pub(crate) fn customer_id(tag: &str, n: usize) -> String {
     format!("lt{tag}-c{n}")
 }
 
-/// Mints `count` tokens, a few at a time.
-async fn mint(api: &Api, tag: &str, count: usize) -> anyhow::Result<Vec<Customer>> {
+/// Mints `count` tokens, a few at a time; shopper n's home is server n mod `servers`.
+pub(crate) async fn mint(
+    api: &Api,
+    tag: &str,
+    count: usize,
+    servers: usize,
+) -> anyhow::Result<Vec<Customer>> {
     let mut out: Vec<Option<Customer>> = vec![None; count];
     let mut next = 0usize;
     let mut set = tokio::task::JoinSet::new();
@@ -130,6 +180,7 @@ async fn mint(api: &Api, tag: &str, count: usize) -> anyhow::Result<Vec<Customer
             out[n] = Some(Customer {
                 id: id.into(),
                 token: token.into(),
+                home: n % servers.max(1),
             });
         }
     }

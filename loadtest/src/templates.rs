@@ -130,6 +130,20 @@ pub(crate) fn plan(s: &Settings, run_tag: &str) -> Vec<(Role, NewTemplate)> {
 }
 
 impl TemplateInfo {
+    /// What the runner keeps of an existing template, driven in `role`.
+    pub(crate) fn fetched(t: &crate::api::Fetched, role: Role) -> Self {
+        Self {
+            id: t.id,
+            role,
+            name: t.name.clone(),
+            total_stock: t.total_stock,
+            per_user_limit: t.per_user_limit,
+            refund_policy: t.refund_policy,
+            discount: t.discount.kind,
+            min_order_amount: t.discount.min_order_amount,
+        }
+    }
+
     /// What the runner keeps of a created template.
     pub(crate) fn new(id: Uuid, role: Role, spec: &NewTemplate) -> Self {
         Self {

@@ -1,167 +1,33 @@
-//! `coupon-server`: the coupon API over HTTP (DESIGN §9).
-//!
-//! Every flag can also be set from the environment; `coupon-server --help` lists them.
-//! Migrations are applied at start; the database must exist. SIGINT/SIGTERM drain in-flight
-//! requests and the async persister before exit.
+//! `coupon-server`: the coupon API over HTTP (DESIGN §9). Always the correct engine: the
+//! defect mutants are served only by `coupon-server-mutants` (see `server/mod.rs` for why).
 
-use std::{net::SocketAddr, time::Duration};
+mod server;
 
-use anyhow::Context;
 use clap::Parser;
-use coupon_engine::{
-    CouponEngine, EngineConfig, Persistence,
-    http::{AppState, serve},
-};
-use tracing_subscriber::EnvFilter;
-
-/// Development default of the admin token: never use it in production.
-const DEV_ADMIN_TOKEN: &str = "dev-admin-token";
-/// Development default of the user-token secret: never use it in production.
-const DEV_USER_SECRET: &str = "dev-user-token-secret";
+use coupon_engine::Variant;
 
 /// Coupon engine HTTP server.
 #[derive(Debug, Parser)]
-#[command(version, about)]
-struct Args {
-    /// Address to listen on.
-    #[arg(long, env = "COUPON_LISTEN", default_value = "127.0.0.1:8080")]
-    listen: SocketAddr,
-    /// Redis URL.
-    #[arg(
-        long,
-        env = "COUPON_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379/"
-    )]
-    redis_url: String,
-    /// Postgres URL (the database must exist; migrations are applied).
-    #[arg(
-        long,
-        env = "COUPON_DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/test"
-    )]
-    database_url: String,
-    /// Prefix of every Redis key.
-    #[arg(long, env = "COUPON_REDIS_NAMESPACE", default_value = "coupon")]
-    redis_namespace: String,
-    /// Admin bearer token (a development default is used, loudly, if unset).
-    #[arg(long, env = "COUPON_ADMIN_TOKEN", default_value = DEV_ADMIN_TOKEN, hide_default_value = true)]
-    admin_token: String,
-    /// Secret of the user tokens' HMAC (a development default is used, loudly, if unset).
-    #[arg(long, env = "COUPON_USER_TOKEN_SECRET", default_value = DEV_USER_SECRET, hide_default_value = true)]
-    user_token_secret: String,
-    /// Claim persistence: sync (reply after the Postgres row) or async (batched).
-    #[arg(long, env = "COUPON_PERSISTENCE", default_value = "sync")]
-    persistence: Persistence,
-    /// Redeem lock: on or off.
-    #[arg(long, env = "COUPON_REDEEM_LOCK", default_value = "on", value_parser = ["on", "off"])]
-    redeem_lock: String,
-    /// Postgres pool size.
-    #[arg(long, env = "COUPON_DB_POOL_SIZE", default_value_t = 20)]
-    db_pool_size: u32,
-    /// Seconds between background reconcile + expiry passes (0 = off).
-    #[arg(long, env = "COUPON_RECONCILE_INTERVAL", default_value_t = 10)]
-    reconcile_interval: u64,
-    /// Sync mode: most claims Postgres decides in one transaction (group commit).
-    #[arg(long, env = "COUPON_GROUP_COMMIT_MAX", default_value_t = 512)]
-    group_commit_max: usize,
-    /// Sync mode: milliseconds a claim may wait for others to join its batch (0: a batch is
-    /// whatever queued while the previous one committed; no added latency).
-    #[arg(long, env = "COUPON_GROUP_COMMIT_WAIT_MS", default_value_t = 0)]
-    group_commit_wait_ms: u64,
+#[command(name = "coupon-server", version, about)]
+struct Cli {
+    #[command(flatten)]
+    server: server::ServerArgs,
+    /// Not in this binary: refused with a pointer to `coupon-server-mutants`. Parsed (hidden)
+    /// so the refusal names the right binary instead of clap's "unexpected argument".
+    #[arg(long, value_name = "NAME", hide = true)]
+    mutant: Option<String>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .init();
-    let args = Args::parse();
-    // An empty admin token would accept `Bearer ` with nothing after it; an empty secret
-    // would make every user token guessable. Several servers behind a balancer share them,
-    // so a missing value must stop the start, not silently weaken it.
-    anyhow::ensure!(
-        !args.admin_token.trim().is_empty(),
-        "COUPON_ADMIN_TOKEN / --admin-token is empty; set a secret (or leave it unset for the development default)"
-    );
-    anyhow::ensure!(
-        !args.user_token_secret.trim().is_empty(),
-        "COUPON_USER_TOKEN_SECRET / --user-token-secret is empty; set a secret (or leave it unset for the development default)"
-    );
-    if args.admin_token == DEV_ADMIN_TOKEN || args.user_token_secret == DEV_USER_SECRET {
-        tracing::warn!(
-            "RUNNING WITH DEVELOPMENT SECRETS: set COUPON_ADMIN_TOKEN and \
-             COUPON_USER_TOKEN_SECRET before exposing this server"
+    let cli = Cli::parse();
+    if let Some(name) = cli.mutant {
+        anyhow::bail!(
+            "--mutant {name}: coupon-server serves only the correct engine; defect mutants are \
+             served by coupon-server-mutants, built with the engine's `mutants` feature \
+             (cargo build -p coupon-engine --features mutants --bin coupon-server-mutants)"
         );
     }
-    let config = EngineConfig {
-        namespace: args.redis_namespace.clone(),
-        persistence: args.persistence,
-        redeem_lock: args.redeem_lock == "on",
-        group_commit_max: args.group_commit_max.max(1),
-        group_commit_wait: std::time::Duration::from_millis(args.group_commit_wait_ms),
-        ..EngineConfig::default()
-    };
-    let engine = CouponEngine::connect(
-        &args.redis_url,
-        &args.database_url,
-        args.db_pool_size,
-        config,
-    )
-    .await
-    .context("connecting to Redis and Postgres")?;
-    if let Some(risk) = engine.redis_eviction_risk().await {
-        tracing::warn!("{risk}");
-    }
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
-    tracing::info!(addr = %listener.local_addr()?, persistence = ?args.persistence, "coupon-server listening");
-    if args.reconcile_interval > 0 {
-        tokio::spawn(reconcile_loop(
-            engine.clone(),
-            Duration::from_secs(args.reconcile_interval),
-        ));
-    }
-    let state = AppState::new(engine, &args.admin_token, &args.user_token_secret);
-    serve(listener, state, shutdown_signal())
-        .await
-        .context("serving")?;
-    tracing::info!("shut down cleanly");
-    Ok(())
-}
-
-async fn reconcile_loop(engine: CouponEngine, every: Duration) {
-    let mut tick = tokio::time::interval(every);
-    loop {
-        tick.tick().await;
-        match engine.reconcile().await {
-            Ok(r) if !r.drift.is_empty() => tracing::warn!(?r, "reconcile found drift"),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "reconcile failed"),
-        }
-        if let Err(e) = engine.expire_sweep().await {
-            tracing::warn!(error = %e, "expiry sweep failed");
-        }
-    }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
-    tracing::info!("shutdown signal received; draining");
+    server::init_tracing();
+    server::run(cli.server, Variant::Correct).await
 }

@@ -68,9 +68,14 @@ pub struct RedeemRequest {
         pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
     )]
     pub order_id: String,
-    /// Order amount in minor units (cents), ≥ 0.
+    /// Order amount in minor units (cents), ≥ 0. Taken as given: this is why redeem belongs
+    /// to the order service, which knows the real amount, rather than to the shopper.
     #[schema(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     pub order_amount: i64,
+    /// The user the order belongs to: required with the service token (the coupon must be
+    /// theirs); with a user token optional, and if given it must name the token's user.
+    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_-]+$")]
+    pub user_id: Option<String>,
 }
 
 /// A redemption.
@@ -114,13 +119,22 @@ pub struct TokenRequest {
     /// The user, 1–64 chars of `[A-Za-z0-9_-]`.
     #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_-]+$")]
     pub user_id: String,
+    /// Seconds the token stays valid (1 to 10 years' worth); absent or null: no expiry.
+    #[schema(minimum = 1, maximum = 315_360_000)]
+    pub ttl_secs: Option<i64>,
 }
+
+/// Longest `ttl_secs` of a minted token: ten years.
+pub const MAX_TOKEN_TTL_SECS: i64 = 315_360_000;
 
 /// A user token.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TokenResponse {
-    /// Bearer token for the user: `<user_id>.<hex HMAC-SHA256(secret, user_id)>`.
+    /// Bearer token for the user: `<user_id>.<hex HMAC-SHA256(secret, user_id)>`, or with a
+    /// ttl `<user_id>.<expires_at>.<hex HMAC-SHA256(secret, "<user_id>.<expires_at>")>`.
     pub token: String,
+    /// When the token expires, Unix seconds; null for a token without expiry.
+    pub expires_at: Option<i64>,
 }
 
 /// An error body.
@@ -164,8 +178,11 @@ pub enum ErrorCode {
     InvalidRequest,
     /// 413: the body is larger than the limit.
     PayloadTooLarge,
-    /// 401: missing or invalid token.
+    /// 401: missing, invalid or expired token.
     Unauthorized,
+    /// 403: the token's role may not call the operation (a shopper's redeem on a server with
+    /// a service token).
+    Forbidden,
     /// 429: another redemption of the coupon is in progress; retry.
     Busy,
     /// 503: a backend failed; the outcome is unknown, retry with the same ids.

@@ -56,6 +56,24 @@ impl ApiError {
         }
     }
 
+    /// 403 `forbidden`: the token is valid but its role may not call the operation.
+    pub fn forbidden(message: &str) -> Self {
+        Self {
+            status: StatusCode::FORBIDDEN,
+            code: "forbidden",
+            message: message.to_owned(),
+        }
+    }
+
+    /// 403 `not_owner`: the request acts for another user than the token's.
+    pub fn not_owner(message: &str) -> Self {
+        Self {
+            status: StatusCode::FORBIDDEN,
+            code: "not_owner",
+            message: message.to_owned(),
+        }
+    }
+
     /// 404 `not_found` for an unknown route.
     pub fn no_route() -> Self {
         Self {

@@ -32,6 +32,8 @@ pub struct AppState {
     pub admin_token: Arc<str>,
     /// Key of the user tokens' HMAC.
     pub user_secret: Arc<[u8]>,
+    /// The order service's bearer token; when set, only it may redeem.
+    pub service_token: Option<Arc<str>>,
     /// Request metrics.
     pub metrics: Arc<metrics::Metrics>,
 }
@@ -43,8 +45,15 @@ impl AppState {
             engine,
             admin_token: admin_token.into(),
             user_secret: user_secret.as_bytes().into(),
+            service_token: None,
             metrics: Arc::new(metrics::Metrics::default()),
         }
+    }
+
+    /// Gives redeem to the order service: with `token`, only it may redeem (shoppers get 403).
+    pub fn with_service_token(mut self, token: &str) -> Self {
+        self.service_token = Some(token.into());
+        self
     }
 }
 

@@ -16,7 +16,9 @@ use super::{dto, routes};
         description = "Coupon / flash-sale API (DESIGN §9). Every error is \
             `{\"error\": {\"code\", \"message\"}}`; bodies are limited to 16 KiB (413). Admin \
             operations take the admin bearer token (`admin`), user operations a user token \
-            minted by `POST /v1/admin/user-tokens` (`user`)."
+            minted by `POST /v1/admin/user-tokens` (`user`). Redeem belongs to the order \
+            service (`service`, the server's COUPON_SERVICE_TOKEN), not to the shopper: it \
+            takes `order_amount` from its caller."
     ),
     paths(
         routes::create_template, routes::get_template, routes::claim, routes::redeem,
@@ -53,9 +55,24 @@ impl Modify for Security {
             SecurityScheme::Http(
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
-                    .bearer_format("<user_id>.<hex HMAC-SHA256(secret, user_id)>")
+                    .bearer_format(
+                        "<user_id>.<hex HMAC-SHA256(secret, user_id)> or \
+                         <user_id>.<expires_at>.<hex HMAC-SHA256(secret, user_id.expires_at)>",
+                    )
                     .description(Some(
-                        "A user token, minted by POST /v1/admin/user-tokens; it names the caller",
+                        "A user token, minted by POST /v1/admin/user-tokens; it names the caller \
+                         and may carry an expiry (Unix seconds) covered by its MAC",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "service",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "The order service's token (COUPON_SERVICE_TOKEN): the caller of redeem",
                     ))
                     .build(),
             ),

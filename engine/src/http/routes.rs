@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::{
     AppState,
-    auth::{Admin, User, user_token},
+    auth::{Admin, Redeemer, User, unix_now, user_token, user_token_until},
     dto::*,
     error::ApiError,
     extract::{ApiJson, IdParam, IdPath},
@@ -27,7 +27,7 @@ const BAD_REQUEST: &str = "invalid_request: malformed JSON, a wrong content type
     type, a missing or unknown field, a value out of range, or a malformed id; nothing changed";
 const BAD_ID: &str = "invalid_request: the id is not a hyphenated UUID";
 const ADMIN_UNAUTHORIZED: &str = "unauthorized: missing or invalid admin bearer token";
-const USER_UNAUTHORIZED: &str = "unauthorized: missing or invalid user token";
+const USER_UNAUTHORIZED: &str = "unauthorized: missing, invalid or expired user token";
 const NOT_OWNER: &str = "not_owner: the coupon belongs to another user";
 const NOT_FOUND: &str = "not_found: no such template or coupon";
 const TOO_LARGE: &str = "payload_too_large: the body is over 16 KiB";
@@ -158,27 +158,51 @@ async fn claim(
 }
 
 #[utoipa::path(post, path = "/v1/coupons/{id}/redeem", params(IdParam),
-    description = "Redeems the caller's coupon for an order. Redeeming again with the same \
+    description = "Redeems a coupon for an order. **Redeem belongs to the order service, not \
+        to the shopper**: it takes `order_amount` from its caller, and a shopper who sets it \
+        could inflate a percent discount. A server started with a service token \
+        (`COUPON_SERVICE_TOKEN`) accepts only that token here, with `user_id` naming the \
+        order's user (403 forbidden for a user token); a server without one still lets the \
+        shopper redeem with a user token (compatibility), where a `user_id`, if given, must \
+        be the token's user (403 not_owner otherwise). Redeeming again with the same \
         `order_id` answers the same redemption. Besides what the schema says, the server \
-        refuses an `order_id` longer than 64 bytes of UTF-8 (400 invalid_request).",
+        refuses an `order_id` longer than 64 bytes of UTF-8, and a service call without \
+        `user_id` (400 invalid_request).",
     request_body = RedeemRequest,
     responses((status = 200, body = RedeemResponse, description = "The redemption (or the earlier one with this order)"),
               (status = 400, body = ErrorBody, description = BAD_REQUEST),
-              (status = 401, body = ErrorBody, description = USER_UNAUTHORIZED),
-              (status = 403, body = ErrorBody, description = NOT_OWNER),
+              (status = 401, body = ErrorBody, description = "unauthorized: missing or invalid service token, or missing, invalid or expired user token"),
+              (status = 403, body = ErrorBody, description = "not_owner: the coupon belongs to another user than the one named; forbidden: a user token on a server where only the order service redeems"),
               (status = 404, body = ErrorBody, description = NOT_FOUND),
               (status = 409, body = ErrorBody, description = "already_used, expired, below_min_amount, or invalid_state (the coupon is not issued)"),
               (status = 413, body = ErrorBody, description = TOO_LARGE),
               (status = 429, body = ErrorBody, description = "busy: another redemption of this coupon is in progress; retry"),
               (status = 503, body = ErrorBody, description = UNAVAILABLE)),
-    security(("user" = [])))]
+    security(("service" = []), ("user" = [])))]
 async fn redeem(
     State(s): State<AppState>,
     IdPath(id): IdPath,
-    User(user): User,
+    caller: Redeemer,
     ApiJson(req): ApiJson<RedeemRequest>,
 ) -> Response {
     timed(&s, "redeem", StatusCode::OK, async {
+        let user = match (caller, req.user_id) {
+            (Redeemer::Service, Some(named)) => {
+                validate_user_id(&named)?;
+                named
+            }
+            (Redeemer::Service, None) => {
+                return Err(ApiError::bad_request(
+                    "user_id is required with the service token: the user whose order this is",
+                ));
+            }
+            (Redeemer::User(user), Some(named)) if named != user => {
+                return Err(ApiError::not_owner(
+                    "user_id names another user than the token's",
+                ));
+            }
+            (Redeemer::User(user), _) => user,
+        };
         let r = s
             .engine
             .redeem(id, &user, &req.order_id, req.order_amount)
@@ -277,6 +301,8 @@ async fn reconcile(State(s): State<AppState>, _: Admin) -> Response {
 }
 
 #[utoipa::path(post, path = "/v1/admin/user-tokens", tag = "admin", request_body = TokenRequest,
+    description = "Mints a user token; with `ttl_secs` it expires that many seconds from now \
+        (its expiry is covered by the MAC; an expired token answers 401 unauthorized).",
     responses((status = 200, body = TokenResponse, description = "The user's bearer token"),
               (status = 400, body = ErrorBody, description = BAD_REQUEST),
               (status = 401, body = ErrorBody, description = ADMIN_UNAUTHORIZED),
@@ -289,9 +315,22 @@ async fn mint_token(
 ) -> Response {
     timed(&s, "user_token", StatusCode::OK, async {
         validate_user_id(&req.user_id)?;
-        Ok(TokenResponse {
-            token: user_token(&s.user_secret, &req.user_id),
-        })
+        match req.ttl_secs {
+            None => Ok(TokenResponse {
+                token: user_token(&s.user_secret, &req.user_id),
+                expires_at: None,
+            }),
+            Some(ttl) if (1..=MAX_TOKEN_TTL_SECS).contains(&ttl) => {
+                let expires_at = unix_now() + ttl;
+                Ok(TokenResponse {
+                    token: user_token_until(&s.user_secret, &req.user_id, expires_at),
+                    expires_at: Some(expires_at),
+                })
+            }
+            Some(ttl) => Err(ApiError::bad_request(format!(
+                "ttl_secs must be between 1 and {MAX_TOKEN_TTL_SECS}, not {ttl}"
+            ))),
+        }
     })
     .await
 }

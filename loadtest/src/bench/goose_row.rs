@@ -52,14 +52,21 @@ pub(crate) async fn flash_sale_sold_out(
             Customer {
                 token: user_token(SECRET.as_bytes(), &id).into(),
                 id: id.into(),
+                home: 0,
             }
         })
         .collect();
-    let ctx = Arc::new(Ctx::new(&settings, templates, customers, "bench".into()));
+    let ctx = Arc::new(Ctx::new(
+        &settings,
+        templates,
+        customers,
+        "bench".into(),
+        vec![base_url.to_owned()],
+    ));
     let dir = scratch.join("goose");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let before = super::cpu::snapshot();
-    let result = attack::run(&settings, ctx.clone(), base_url, &dir).await?;
+    let result = attack::run(&settings, ctx.clone(), &dir).await?;
     let after = super::cpu::snapshot();
     let _ = std::fs::remove_dir_all(&dir);
     let events = ctx.acks.snapshot();

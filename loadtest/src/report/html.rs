@@ -91,6 +91,7 @@ pub(crate) fn render(r: &Report) -> String {
     s.push_str(&timeline_svg::timeline(&r.timeline, &markers));
     s.push_str("</div>");
     latency(&mut s, r);
+    servers_and_runs(&mut s, r);
     statuses(&mut s, r);
     thresholds_and_baseline(&mut s, r);
     configuration(&mut s, r);
@@ -171,6 +172,48 @@ fn latency(s: &mut String, r: &Report) {
     s.push_str("</table><div class=\"figure\">");
     s.push_str(&svg::latency_bars(&r.endpoints));
     s.push_str("</div>");
+}
+
+/// An HTML table of `rows` under `header`; columns from `numeric` on are right-aligned.
+fn table(s: &mut String, header: &[&str], rows: impl Iterator<Item = Vec<String>>, numeric: usize) {
+    s.push_str("<table><tr>");
+    for h in header {
+        let _ = write!(s, "<th>{}</th>", esc(h));
+    }
+    s.push_str("</tr>");
+    for row in rows {
+        s.push_str("<tr>");
+        for (i, c) in row.iter().enumerate() {
+            let class = if i >= numeric { " class=\"num\"" } else { "" };
+            let _ = write!(s, "<td{class}>{}</td>", esc(c));
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</table>");
+}
+
+fn servers_and_runs(s: &mut String, r: &Report) {
+    if !r.audited {
+        s.push_str("<p><b>Not audited</b> (<code>--no-audit</code>): this run only recorded what its shoppers saw (<code>acks.jsonl</code>); audit it with <code>coupon-loadtest audit</code>, merged with the other generators' runs.</p>");
+    }
+    if !r.runs.is_empty() {
+        s.push_str("<h2>Merged runs</h2><p class=\"muted\">Each run's own figures, measured by its own clock; the summary's throughput is their sum.</p>");
+        table(
+            s,
+            &super::RunFigures::HEADER,
+            r.runs.iter().map(super::RunFigures::cells),
+            2,
+        );
+    }
+    if !r.servers.is_empty() {
+        s.push_str("<h2>Servers</h2><p class=\"muted\">Each server's share of the requests (they share Redis and Postgres; the audit covers all).</p>");
+        table(
+            s,
+            &crate::shares::ServerShare::HEADER,
+            r.servers.iter().map(crate::shares::ServerShare::cells),
+            1,
+        );
+    }
 }
 
 fn statuses(s: &mut String, r: &Report) {

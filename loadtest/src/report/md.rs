@@ -12,6 +12,20 @@ fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
+/// A Markdown table of `rows` under `header`.
+fn table(s: &mut String, header: &[&str], rows: impl Iterator<Item = Vec<String>>) {
+    let _ = writeln!(
+        s,
+        "| {} |\n|{}",
+        header.join(" | "),
+        "---|".repeat(header.len())
+    );
+    for row in rows {
+        let row: Vec<String> = row.iter().map(|c| cell(c)).collect();
+        let _ = writeln!(s, "| {} |", row.join(" | "));
+    }
+}
+
 /// The Markdown text of `r`.
 pub(crate) fn render(r: &Report) -> String {
     let mut s = String::new();
@@ -26,6 +40,14 @@ pub(crate) fn render(r: &Report) -> String {
         "Run `{}` · commit `{}` · {} · {}\n",
         r.run_id, r.git_commit, r.target, r.started_at
     );
+    if !r.audited {
+        let _ = writeln!(
+            s,
+            "**Not audited** (`--no-audit`): this run only recorded what its shoppers saw \
+             (`acks.jsonl`); audit it with `coupon-loadtest audit` (merged with the other \
+             generators' runs).\n"
+        );
+    }
     if !r.failures.is_empty() {
         let _ = writeln!(s, "**Why it failed**\n");
         for f in &r.failures {
@@ -79,6 +101,22 @@ pub(crate) fn render(r: &Report) -> String {
         r.peak_rss_mib
             .map_or("—".to_owned(), |m| format!("{m:.0} MiB"))
     );
+    if !r.runs.is_empty() {
+        s.push_str("\n## Merged runs (each with its own clock; throughput above is their sum)\n\n");
+        table(
+            &mut s,
+            &super::RunFigures::HEADER,
+            r.runs.iter().map(super::RunFigures::cells),
+        );
+    }
+    if !r.servers.is_empty() {
+        s.push_str("\n## Servers\n\n");
+        table(
+            &mut s,
+            &crate::shares::ServerShare::HEADER,
+            r.servers.iter().map(crate::shares::ServerShare::cells),
+        );
+    }
     let _ = writeln!(
         s,
         "\n## Latency per endpoint (ms, exact)\n\n| endpoint | requests | 2xx | refused | timeout/5xx | p50 | p95 | p99 | max |\n|---|---|---|---|---|---|---|---|---|"

@@ -80,11 +80,69 @@ pub(crate) struct Report {
     /// Requests, granted claims and latency per second.
     #[serde(default)]
     pub timeline: Vec<crate::timeline::Second>,
+    /// Each server's share of the requests (one row per server under test).
+    #[serde(default)]
+    pub servers: Vec<crate::shares::ServerShare>,
+    /// Whether invariants were audited (`--no-audit` runs record only).
+    #[serde(default = "audited_by_default")]
+    pub audited: bool,
+    /// A merged audit (`coupon-loadtest audit`): each run's own figures.
+    #[serde(default)]
+    pub runs: Vec<RunFigures>,
     /// Faults injected during the run (`--nemesis`), with when they happened.
     #[serde(default)]
     pub nemesis: Vec<crate::nemesis::NemesisEvent>,
     /// Why the run failed, in words (empty on PASS).
     pub failures: Vec<String>,
+}
+
+/// Reports written before `audited` existed were all audited.
+fn audited_by_default() -> bool {
+    true
+}
+
+/// One generator's own figures in a merged audit: its throughput and its latency (each
+/// measured by its own clock, so they are kept apart).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct RunFigures {
+    /// The run's id (its directory name).
+    pub run_id: String,
+    /// The servers it drove.
+    pub servers: Vec<String>,
+    /// Its request rates.
+    pub throughput: Throughput,
+    /// Its latency per request name.
+    pub endpoints: Vec<EndpointStats>,
+}
+
+impl RunFigures {
+    /// Header of the merged-runs table.
+    pub(crate) const HEADER: [&'static str; 7] = [
+        "run",
+        "servers",
+        "requests",
+        "requests/s",
+        "claims/s",
+        "claim p50 ms",
+        "claim p99 ms",
+    ];
+
+    /// Its row in the merged-runs table (unescaped text, in [`Self::HEADER`] order).
+    pub(crate) fn cells(&self) -> Vec<String> {
+        let claim = self.endpoints.iter().find(|e| e.name == "claim");
+        let ms = |f: fn(&EndpointStats) -> f64| {
+            claim.map_or("—".to_owned(), |e| format!("{:.2}", f(e)))
+        };
+        vec![
+            self.run_id.clone(),
+            self.servers.join(", "),
+            self.throughput.requests.to_string(),
+            format!("{:.1}", self.throughput.requests_per_sec),
+            format!("{:.1}", self.throughput.claims_per_sec),
+            ms(|e| e.p50_ms),
+            ms(|e| e.p99_ms),
+        ]
+    }
 }
 
 /// Peak resident set size of this process so far (`VmHWM`), MiB.

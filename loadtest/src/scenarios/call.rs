@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::Ctx;
-use crate::acks::Op;
+use crate::{acks::Op, setup::Customer};
 
 /// A request to send.
 pub(crate) struct Req<'a> {
@@ -17,10 +17,12 @@ pub(crate) struct Req<'a> {
     pub op: Op,
     /// HTTP method.
     pub method: GooseMethod,
-    /// Path, joined to the Goose host.
+    /// Path, joined to the base URL of the server the request goes to.
     pub path: String,
-    /// Bearer token of the sender.
-    pub token: &'a str,
+    /// The sender (its token, and its home server).
+    pub who: &'a Customer,
+    /// Another bearer token to send instead of the sender's (the order service's).
+    pub bearer: Option<&'a str>,
     /// JSON body.
     pub body: Option<Value>,
     /// Refusal codes that are the expected outcome here.
@@ -42,6 +44,8 @@ pub(crate) struct Resp {
     pub start_us: u64,
     /// Latency, µs.
     pub latency_us: u64,
+    /// Index of the server that answered (or did not).
+    pub server: usize,
 }
 
 impl Resp {
@@ -65,9 +69,12 @@ pub(crate) async fn send(
     ctx: &Ctx,
     req: &Req<'_>,
 ) -> Result<Resp, Box<TransactionError>> {
+    let (server, base) = ctx.servers.pick(req.who.home);
+    // A full URL: Goose uses it as it is instead of joining the path to its one host.
+    let url = format!("{base}{}", req.path);
     let builder = user
-        .get_request_builder(&req.method, &req.path)?
-        .bearer_auth(req.token)
+        .get_request_builder(&req.method, &url)?
+        .bearer_auth(req.bearer.unwrap_or(&req.who.token))
         .timeout(ctx.timeout);
     let builder = match &req.body {
         Some(body) => builder.json(body),
@@ -75,7 +82,7 @@ pub(crate) async fn send(
     };
     let goose_request = GooseRequest::builder()
         .method(req.method)
-        .path(req.path.as_str())
+        .path(url.as_str())
         .name(req.op.name())
         .set_request_builder(builder)
         .build();
@@ -111,6 +118,7 @@ pub(crate) async fn send(
         error,
         start_us: ctx.micros_since_start(started),
         latency_us,
+        server,
     };
     // Goose marks 2xx success and everything else failure; correct it where the answer
     // means something else. `set_failure` returns an error to end the transaction early,

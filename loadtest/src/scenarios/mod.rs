@@ -6,6 +6,9 @@ mod flash_sale;
 mod lifecycle;
 mod mixed;
 mod ops;
+mod servers;
+
+pub(crate) use servers::Servers;
 
 use std::{sync::Arc, time::Duration};
 
@@ -31,6 +34,10 @@ pub(crate) struct Ctx {
     pub customers: Vec<Customer>,
     /// Every answer seen.
     pub acks: AckLog,
+    /// The servers under test and how requests are shared among them.
+    pub servers: Servers,
+    /// The order service's token: when set, redeems go through it, naming the shopper.
+    pub service_token: Option<Arc<str>>,
     /// Per-request timeout.
     pub timeout: Duration,
     /// Retries after an unknown outcome.
@@ -45,6 +52,9 @@ pub(crate) struct Ctx {
     pub users: usize,
     /// When the load began (event times count from here).
     pub epoch: Instant,
+    /// The same moment by the wall clock, Unix microseconds (to line up runs from several
+    /// machines when their records are merged).
+    pub epoch_unix_us: u64,
 }
 
 /// One Goose user's own state, kept in Goose session data.
@@ -65,12 +75,15 @@ impl Ctx {
         templates: Vec<TemplateInfo>,
         customers: Vec<Customer>,
         tag: String,
+        bases: Vec<String>,
     ) -> Self {
         Self {
             kind: s.scenario,
             templates,
             customers,
             acks: AckLog::default(),
+            servers: Servers::new(bases, s.spread),
+            service_token: None,
             timeout: s.request_timeout,
             max_retries: s.max_retries,
             duplicate_rate: s.duplicate_rate,
@@ -78,6 +91,9 @@ impl Ctx {
             tag,
             users: s.users,
             epoch: Instant::now(),
+            epoch_unix_us: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as u64),
         }
     }
 

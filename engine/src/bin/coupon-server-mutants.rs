@@ -1,0 +1,33 @@
+//! `coupon-server-mutants`: `coupon-server` serving a deliberately broken engine (DESIGN §12),
+//! so a harness pointed at it with `--target` can be shown to fail. Built only with the
+//! engine's `mutants` feature; never deploy it.
+
+mod server;
+
+use clap::Parser;
+use coupon_engine::Variant;
+
+/// Coupon engine HTTP server with a defect mutant, for testing test harnesses.
+#[derive(Debug, Parser)]
+#[command(name = "coupon-server-mutants", version, about)]
+struct Cli {
+    #[command(flatten)]
+    server: server::ServerArgs,
+    /// The engine to serve: correct, or a defect mutant (d1, d2, d3, d4, d5, d5b, d6, d6b,
+    /// d7, d8; DESIGN §12).
+    #[arg(long, value_name = "NAME", env = "COUPON_MUTANT")]
+    mutant: Variant,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    server::init_tracing();
+    if cli.mutant != Variant::Correct {
+        tracing::warn!(
+            mutant = %cli.mutant.name(),
+            "SERVING A DELIBERATELY BROKEN ENGINE: for testing harnesses only"
+        );
+    }
+    server::run(cli.server, cli.mutant).await
+}

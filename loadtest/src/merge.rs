@@ -1,0 +1,274 @@
+//! `coupon-loadtest audit RUN_DIR…`: one audit and one report over the acknowledgement
+//! records of several runs against the same deployment — generators on several machines
+//! (Goose has no distributed mode any more), each run with `--no-audit`. The records are put
+//! on one timeline by their wall-clock start, every template and every shopper of every run
+//! is audited through the admin API, and the report sums throughput while keeping each
+//! run's own latency figures (each measured by its own machine's clock).
+
+use std::{collections::BTreeMap, path::PathBuf};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use serde_json::json;
+use time::{OffsetDateTime, format_description::well_known::Rfc3339};
+
+use crate::{
+    acks::Event,
+    api::Api,
+    audit, checks,
+    progress::phase,
+    record::{self, RunRecord},
+    report::{self, Report, RunFigures},
+    runner, setup, shares, stats,
+    templates::TemplateInfo,
+    timeline,
+    verdict::Verdict,
+};
+
+/// Audits the merged records of several runs against one deployment.
+#[derive(Debug, Parser)]
+#[command(name = "coupon-loadtest audit", version)]
+pub(crate) struct AuditCli {
+    /// Run directories (each with record.json and acks.jsonl), e.g. one per generator.
+    #[arg(value_name = "RUN_DIR", required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// The server to audit through [default: the first server the first run drove].
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
+    /// Admin bearer token of that server.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "COUPON_ADMIN_TOKEN",
+        hide_env_values = true,
+        required = true
+    )]
+    pub admin_token: String,
+    /// Directory the merged report's directory is created in.
+    #[arg(long, value_name = "DIR", default_value = "reports")]
+    pub report_dir: PathBuf,
+}
+
+/// One run read from disk.
+struct Run {
+    dir: PathBuf,
+    record: RunRecord,
+    events: Vec<Event>,
+}
+
+/// The runs' events on one timeline (from the earliest start), with Goose users and server
+/// indexes renumbered so they stay distinct; and the merged list of servers.
+fn merge_events(runs: &[Run]) -> (Vec<Event>, Vec<String>) {
+    let zero = runs
+        .iter()
+        .map(|r| r.record.epoch_unix_us)
+        .min()
+        .unwrap_or(0);
+    let mut servers: Vec<String> = Vec::new();
+    let mut merged = Vec::new();
+    let mut users_before = 0;
+    for run in runs {
+        let offset = run.record.epoch_unix_us - zero;
+        let index: Vec<usize> = run
+            .record
+            .servers
+            .iter()
+            .map(|url| match servers.iter().position(|s| s == url) {
+                Some(i) => i,
+                None => {
+                    servers.push(url.clone());
+                    servers.len() - 1
+                }
+            })
+            .collect();
+        for e in &run.events {
+            let mut e = e.clone();
+            e.start_us += offset;
+            e.goose_user += users_before;
+            e.server = index.get(e.server).copied().unwrap_or(0);
+            merged.push(e);
+        }
+        users_before += run.record.users;
+    }
+    merged.sort_by_key(Event::end_us);
+    (merged, servers)
+}
+
+/// Every run's templates, each once.
+fn merge_templates(runs: &[Run]) -> Vec<TemplateInfo> {
+    let mut by_id: BTreeMap<uuid::Uuid, TemplateInfo> = BTreeMap::new();
+    for t in runs.iter().flat_map(|r| r.record.templates.iter()) {
+        by_id.entry(t.id).or_insert_with(|| t.clone());
+    }
+    by_id.into_values().collect()
+}
+
+/// Runs the merged audit; the exit code (0 pass, 1 invariant violated).
+pub(crate) async fn run(cli: AuditCli) -> anyhow::Result<u8> {
+    let started_at = OffsetDateTime::now_utc();
+    let mut runs = Vec::new();
+    for dir in &cli.dirs {
+        let (record, events) = record::read(dir)?;
+        phase(
+            "setup",
+            format!(
+                "{}: {} answers from {} shoppers against {}",
+                dir.display(),
+                events.len(),
+                record.customers,
+                record.servers.join(", ")
+            ),
+        );
+        runs.push(Run {
+            dir: dir.clone(),
+            record,
+            events,
+        });
+    }
+    let mut tags: Vec<&str> = runs.iter().map(|r| r.record.run_tag.as_str()).collect();
+    tags.sort_unstable();
+    if tags.windows(2).any(|w| w[0] == w[1]) {
+        bail!("two of the directories are the same run (same run tag); give each run once");
+    }
+    let target = match &cli.target {
+        Some(t) => t.trim_end_matches('/').to_owned(),
+        None => runs
+            .first()
+            .and_then(|r| r.record.servers.first())
+            .cloned()
+            .context("the first run names no server; give --target")?,
+    };
+    let api = Api::new(&target, &cli.admin_token)?;
+    api.wait_healthy(std::time::Duration::from_secs(10))
+        .await
+        .with_context(|| format!("the server {target} is not healthy"))?;
+    let templates = merge_templates(&runs);
+    let mut customers = Vec::new();
+    for run in &runs {
+        phase(
+            "setup",
+            format!(
+                "minting the tokens of {}'s {} shoppers",
+                run.record.run_id, run.record.customers
+            ),
+        );
+        customers.extend(setup::mint(&api, &run.record.run_tag, run.record.customers, 1).await?);
+    }
+    let (events, servers) = merge_events(&runs);
+    let (audits, invariants) = audit::audit_all(&api, &templates, &customers, &events).await?;
+
+    let figures: Vec<RunFigures> = runs
+        .iter()
+        .map(|r| RunFigures {
+            run_id: r.record.run_id.clone(),
+            servers: r.record.servers.clone(),
+            throughput: stats::throughput(&r.events),
+            endpoints: stats::endpoints(&r.events),
+        })
+        .collect();
+    // The generators ran side by side: their rates add up (each over its own span).
+    let mut throughput = stats::throughput(&events);
+    throughput.requests_per_sec = figures.iter().map(|f| f.throughput.requests_per_sec).sum();
+    throughput.claims_per_sec = figures.iter().map(|f| f.throughput.claims_per_sec).sum();
+    throughput.granted_per_sec = figures.iter().map(|f| f.throughput.granted_per_sec).sum();
+
+    let verdict = Verdict::decide(invariants.iter().all(|i| i.passed), true, true);
+    let mut scenarios: Vec<&str> = runs.iter().map(|r| r.record.scenario.as_str()).collect();
+    scenarios.dedup();
+    let dir = runner::run_dir(&cli.report_dir, started_at, "audit")?;
+    let report = Report {
+        schema_version: report::SCHEMA_VERSION,
+        tool: format!("coupon-loadtest {}", env!("CARGO_PKG_VERSION")),
+        run_id: runner::dir_name(&dir),
+        scenario: scenarios.join("+"),
+        verdict: verdict.label().to_owned(),
+        outcome: verdict,
+        exit_code: verdict.exit_code(),
+        started_at: started_at.format(&Rfc3339).unwrap_or_default(),
+        finished_at: OffsetDateTime::now_utc()
+            .format(&Rfc3339)
+            .unwrap_or_default(),
+        git_commit: runner::git_commit(),
+        target: format!(
+            "merged audit of {} run(s) against {} (audited through {target})",
+            runs.len(),
+            servers.join(", ")
+        ),
+        config: json!({
+            "merged_runs": runs.iter().map(|r| r.dir.display().to_string()).collect::<Vec<_>>(),
+            "audited_through": target,
+        }),
+        claims_over_time: stats::claims_over_time(&events, &templates),
+        templates,
+        status_codes: stats::status_codes(&events),
+        throughput,
+        endpoints: stats::endpoints(&events),
+        failures: checks::failures(&invariants),
+        invariants,
+        audits,
+        thresholds: Vec::new(),
+        baseline: None,
+        goose_reports: Vec::new(),
+        timeline: timeline::timeline(&events),
+        peak_rss_mib: None,
+        servers: shares::shares(&events, &servers),
+        audited: true,
+        runs: figures,
+        nemesis: Vec::new(),
+    };
+    phase("report", format!("writing {}", dir.display()));
+    report::write_all(&dir, &report)?;
+    runner::summarise(&report, &dir, &events);
+    Ok(verdict.exit_code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acks::{Op, tests::ev};
+
+    fn run(epoch: u64, servers: &[&str], users: usize, events: Vec<Event>) -> Run {
+        Run {
+            dir: PathBuf::from("x"),
+            record: RunRecord {
+                record_version: record::RECORD_VERSION,
+                run_id: "r".into(),
+                scenario: "flash-sale".into(),
+                servers: servers.iter().map(|s| (*s).to_owned()).collect(),
+                run_tag: "t".into(),
+                customers: 1,
+                templates: Vec::new(),
+                users,
+                epoch_unix_us: epoch,
+                audited: false,
+            },
+            events,
+        }
+    }
+
+    #[test]
+    fn runs_share_one_timeline_and_keep_users_and_servers_apart() {
+        let mut late = ev(Op::Claim, "b", Some(201), None);
+        late.server = 1;
+        let runs = [
+            run(
+                1_000,
+                &["http://a"],
+                5,
+                vec![ev(Op::Claim, "a", Some(201), None)],
+            ),
+            run(3_000, &["http://b", "http://a"], 5, vec![late]),
+        ];
+        let (events, servers) = merge_events(&runs);
+        assert_eq!(servers, ["http://a", "http://b"]);
+        assert_eq!(events[1].start_us, 2_000, "shifted by the later start");
+        assert_eq!(
+            events[1].goose_user, 5,
+            "users of the second run come after"
+        );
+        assert_eq!(
+            events[1].server, 0,
+            "its server 1 is http://a, merged index 0"
+        );
+    }
+}

@@ -1,0 +1,96 @@
+//! Each server's share of a run's requests, when the run drives several (`--target`
+//! repeated, `--servers N`): evidence that the load really was spread, and whether one
+//! server answered worse than the others.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    acks::{Event, Outcome},
+    stats::percentile,
+};
+
+/// What one server answered.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ServerShare {
+    /// Its base URL.
+    pub url: String,
+    /// Requests sent to it (every attempt).
+    pub requests: u64,
+    /// Its fraction of all requests, 0–1.
+    pub share: f64,
+    /// 2xx answers.
+    pub ok: u64,
+    /// Timeouts, transport errors and 5xx.
+    pub failed: u64,
+    /// Median latency, ms.
+    pub p50_ms: f64,
+    /// 99th percentile latency, ms.
+    pub p99_ms: f64,
+}
+
+impl ServerShare {
+    /// Header of the servers table.
+    pub(crate) const HEADER: [&'static str; 7] = [
+        "server",
+        "requests",
+        "share",
+        "2xx",
+        "timeout/5xx",
+        "p50 ms",
+        "p99 ms",
+    ];
+
+    /// Its row in the servers table (unescaped text, in [`Self::HEADER`] order).
+    pub(crate) fn cells(&self) -> Vec<String> {
+        vec![
+            self.url.clone(),
+            self.requests.to_string(),
+            format!("{:.1}%", self.share * 100.0),
+            self.ok.to_string(),
+            self.failed.to_string(),
+            format!("{:.2}", self.p50_ms),
+            format!("{:.2}", self.p99_ms),
+        ]
+    }
+}
+
+/// The share of each of `urls` (indexed as `Event::server`) in `events`.
+pub(crate) fn shares(events: &[Event], urls: &[String]) -> Vec<ServerShare> {
+    let total = events.len().max(1) as f64;
+    urls.iter()
+        .enumerate()
+        .map(|(i, url)| {
+            let mine: Vec<&Event> = events.iter().filter(|e| e.server == i).collect();
+            let mut lat: Vec<u64> = mine.iter().map(|e| e.latency_us).collect();
+            lat.sort_unstable();
+            let count = |o: Outcome| mine.iter().filter(|e| e.outcome() == o).count() as u64;
+            ServerShare {
+                url: url.clone(),
+                requests: mine.len() as u64,
+                share: (mine.len() as f64 / total * 1000.0).round() / 1000.0,
+                ok: count(Outcome::Ok),
+                failed: count(Outcome::Unknown),
+                p50_ms: percentile(&lat, 50.0) as f64 / 1000.0,
+                p99_ms: percentile(&lat, 99.0) as f64 / 1000.0,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acks::{Op, tests::ev};
+
+    #[test]
+    fn shares_add_up_per_server() {
+        let mut events = vec![ev(Op::Claim, "a", Some(201), None); 3];
+        events.push(ev(Op::Claim, "b", Some(503), None));
+        events[2].server = 1;
+        events[3].server = 1;
+        let urls = ["http://x".to_owned(), "http://y".to_owned()];
+        let s = shares(&events, &urls);
+        assert_eq!((s[0].requests, s[0].ok, s[0].share), (2, 2, 0.5));
+        assert_eq!((s[1].requests, s[1].ok, s[1].failed), (2, 1, 1));
+    }
+}
