@@ -6,9 +6,9 @@
 //! batch instead of once per claim.
 //!
 //! The fsync is not paid inside the hot row's lock either: a batch commits without waiting
-//! for its flush and goes to the template's flusher, which answers the batch's claims only
-//! after a durability barrier; meanwhile the worker decides the next batch. One barrier
-//! covers every batch that committed before it.
+//! for its flush, and a task of its own answers the batch's claims only after a durability
+//! barrier on the connection that committed it; meanwhile the worker decides the next
+//! batch on another connection (Postgres merges the barriers' flushes).
 
 use std::{
     collections::HashMap,
@@ -36,9 +36,6 @@ use crate::{
 const IDLE_STOP: Duration = Duration::from_secs(30);
 /// A batch whose transaction failed is tried this many times before its claims get 503.
 const ATTEMPTS: u32 = 3;
-/// Committed batches waiting for their durability barrier, per template, before the worker
-/// waits for the flusher (back-pressure on a Postgres whose fsync falls behind).
-const AWAITING_FLUSH: usize = 64;
 /// Upper bounds of the batch-size histogram buckets.
 pub const BATCH_BUCKETS: [u64; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
 
@@ -195,17 +192,11 @@ impl Batcher {
     }
 }
 
-/// A committed batch: its claims with their verdicts, not yet known durable.
-struct Committed {
-    answers: Vec<(oneshot::Sender<EngineResult<Verdict>>, Verdict)>,
-}
-
 /// What one template's worker needs to commit a batch.
 struct Committer {
     pg: PgPool,
     arbitration: Arbitration,
     stats: Arc<BatchStats>,
-    flusher: mpsc::Sender<Committed>,
 }
 
 async fn work(
@@ -215,13 +206,10 @@ async fn work(
     arbitration: Arbitration,
     stats: Arc<BatchStats>,
 ) {
-    let (flusher, flush_rx) = mpsc::channel(AWAITING_FLUSH);
-    tokio::spawn(answer_when_durable(flush_rx, pg.clone()));
     let committer = Committer {
         pg,
         arbitration,
         stats,
-        flusher,
     };
     let mut batch = Vec::with_capacity(limits.max_batch);
     loop {
@@ -275,7 +263,6 @@ impl Committer {
             pg,
             arbitration,
             stats,
-            flusher,
         } = self;
         let arbitration = *arbitration;
         let Some(template) = batch.last().map(|j| j.template.clone()) else {
@@ -288,20 +275,11 @@ impl Committer {
             // A retry is safe even if an earlier commit went through unseen: the intents carry
             // their coupon ids, so the lookup then answers `Stored` for them.
             match arbiter::decide_batch_committed(pg, &template, &intents, arbitration).await {
-                Ok(verdicts) => {
+                Ok(undurable) => {
                     stats.observe(batch.len(), started.elapsed());
-                    let answers = batch.into_iter().map(|j| j.reply).zip(verdicts).collect();
-                    if let Err(mpsc::error::SendError(c)) =
-                        flusher.send(Committed { answers }).await
-                    {
-                        answer_all(c.answers, |_| {
-                            Err(EngineError::Unavailable(
-                                "the claim's batch committed but its flusher stopped; retry \
-                                 with the same request_id"
-                                    .into(),
-                            ))
-                        });
-                    }
+                    let replies: Vec<_> = batch.into_iter().map(|j| j.reply).collect();
+                    // The pool's size bounds how many batches await their barrier.
+                    tokio::spawn(answer_when_durable(undurable, replies));
                     return;
                 }
                 Err(e) => {
@@ -321,48 +299,27 @@ impl Committer {
     }
 }
 
-/// Answers committed batches once a barrier after their commits has returned: whatever
-/// queued while one barrier ran shares the next.
-async fn answer_when_durable(mut rx: mpsc::Receiver<Committed>, pg: PgPool) {
-    let mut ready = Vec::new();
-    while let Some(first) = rx.recv().await {
-        ready.push(first);
-        while let Ok(more) = rx.try_recv() {
-            ready.push(more);
-        }
-        let mut outcome = Err(String::new());
-        for attempt in 0..ATTEMPTS {
-            match arbiter::wait_durable(&pg).await {
-                Ok(()) => {
-                    outcome = Ok(());
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, attempt, "durability barrier failed");
-                    outcome = Err(e.to_string());
-                    tokio::time::sleep(Duration::from_millis(20 << attempt)).await;
-                }
+/// Answers a committed batch's claims once its commit is durable. A failed barrier leaves
+/// the outcome unknown, not refused: the batch did commit, and a retry with the same
+/// request id is answered from what Postgres holds.
+async fn answer_when_durable(
+    undurable: arbiter::Undurable,
+    replies: Vec<oneshot::Sender<EngineResult<Verdict>>>,
+) {
+    match undurable.durable().await {
+        Ok(verdicts) => {
+            for (reply, verdict) in replies.into_iter().zip(verdicts) {
+                let _ = reply.send(Ok(verdict));
             }
         }
-        for c in ready.drain(..) {
-            // Unknown, not refused: the batch did commit; a retry with the same request
-            // id is answered from what Postgres holds.
-            answer_all(c.answers, |verdict| match &outcome {
-                Ok(()) => Ok(verdict),
-                Err(why) => Err(EngineError::Unavailable(format!(
-                    "the claim's batch committed but could not be confirmed durable ({why}); \
+        Err(e) => {
+            tracing::warn!(error = %e, "durability barrier failed; the batch's outcome is unknown");
+            for reply in replies {
+                let _ = reply.send(Err(EngineError::Unavailable(format!(
+                    "the claim's batch committed but could not be confirmed durable ({e}); \
                      retry with the same request_id"
-                ))),
-            });
+                ))));
+            }
         }
-    }
-}
-
-fn answer_all(
-    answers: Vec<(oneshot::Sender<EngineResult<Verdict>>, Verdict)>,
-    answer: impl Fn(Verdict) -> EngineResult<Verdict>,
-) {
-    for (reply, verdict) in answers {
-        let _ = reply.send(answer(verdict));
     }
 }

@@ -12,7 +12,7 @@ use crate::{
     failpoint::Failpoint,
     service::rebuild::Trigger,
     store::{
-        arbiter::Verdict,
+        arbiter::{self, Verdict},
         postgres,
         redis::{ClaimScript, Grant, PendingIntent},
     },
@@ -151,7 +151,13 @@ impl CouponEngine {
             if !grant.pending {
                 // A replay of a settled grant answers only what Postgres holds: the grant
                 // may have been refused, fenced or dropped by the reconciler since.
-                match postgres::claim_by_request(&self.inner.pg, template_id, request_id).await? {
+                let mut conn = self.inner.pg.acquire().await?;
+                let stored = postgres::claim_by_request(&mut conn, template_id, request_id).await?;
+                // The row may be committed and not yet durable (a batch commits before its
+                // flush): the batches' barrier, on the connection that read it, first.
+                arbiter::wait_durable(&mut conn).await?;
+                drop(conn);
+                match stored {
                     Some((coupon_id, owner)) => {
                         return replay_of(receipt, coupon_id, &owner, user_id);
                     }

@@ -10,10 +10,10 @@
 //! and commits once. Nothing is half-applied: an error rolls the whole batch back.
 //!
 //! The commit does not wait for its WAL flush, so the row lock is not held through an fsync
-//! and the template's next batch can decide meanwhile; [`wait_durable`] is the barrier no
-//! verdict may be acted on before (one barrier covers every batch committed before it).
+//! and the template's next batch can decide meanwhile; [`Undurable::durable`] is the
+//! barrier no verdict may be acted on before.
 
-use sqlx::{PgPool, Row};
+use sqlx::{PgConnection, PgPool, Postgres, Row, pool::PoolConnection};
 use uuid::Uuid;
 
 use crate::{
@@ -70,28 +70,48 @@ pub async fn decide_batch(
     intents: &[PendingIntent],
     arbitration: Arbitration,
 ) -> EngineResult<Vec<Verdict>> {
-    let verdicts = decide_batch_committed(pool, template, intents, arbitration).await?;
-    wait_durable(pool).await?;
-    Ok(verdicts)
+    decide_batch_committed(pool, template, intents, arbitration)
+        .await?
+        .durable()
+        .await
 }
 
-/// Returns once every batch committed before the call is on disk (as the server's
-/// `synchronous_commit` makes any commit durable).
-pub async fn wait_durable(pool: &PgPool) -> EngineResult<()> {
+/// A batch's verdicts, committed but not yet known durable, with the connection that
+/// committed them.
+#[derive(Debug)]
+pub struct Undurable {
+    conn: PoolConnection<Postgres>,
+    verdicts: Vec<Verdict>,
+}
+
+impl Undurable {
+    /// The verdicts, once the commit is on disk. The barrier runs on the connection that
+    /// committed: a connection does not outlive its server, so a barrier that returns
+    /// proves the commit survived; on another connection it could run on a server that
+    /// crash-restarted meanwhile and lost the commit.
+    pub async fn durable(mut self) -> EngineResult<Vec<Verdict>> {
+        wait_durable(&mut self.conn).await?;
+        Ok(self.verdicts)
+    }
+}
+
+/// Returns once everything this connection's server committed before the call is on disk
+/// (as its `synchronous_commit` makes any commit durable).
+pub async fn wait_durable(conn: &mut PgConnection) -> EngineResult<()> {
     sqlx::query("SELECT coupon_claims_durable()")
-        .execute(pool)
+        .execute(conn)
         .await?;
     Ok(())
 }
 
 /// Decides and commits one batch, without waiting for the commit to be durable: nothing
-/// may be acknowledged on these verdicts before [`wait_durable`] returns.
+/// may be acknowledged on these verdicts before [`Undurable::durable`] returns.
 pub async fn decide_batch_committed(
     pool: &PgPool,
     template: &Template,
     intents: &[PendingIntent],
     arbitration: Arbitration,
-) -> EngineResult<Vec<Verdict>> {
+) -> EngineResult<Undurable> {
     let n = intents.len();
     let (mut ids, mut users, mut rids, mut epochs) = (
         Vec::with_capacity(n),
@@ -115,6 +135,7 @@ pub async fn decide_batch_committed(
         from.push(f);
         until.push(u);
     }
+    let mut conn = pool.acquire().await?;
     // Autocommit: the function's statements are one transaction, committed once.
     let rows = sqlx::query(
         "SELECT verdict, coupon_id, owner FROM coupon_decide_claims($1, $2, $3, $4, $5, $6, $7, \
@@ -130,7 +151,7 @@ pub async fn decide_batch_committed(
     .bind(&at)
     .bind(&from)
     .bind(&until)
-    .fetch_all(pool)
+    .fetch_all(&mut *conn)
     .await?;
     if rows.len() != n {
         return Err(EngineError::Unavailable(format!(
@@ -138,7 +159,11 @@ pub async fn decide_batch_committed(
             rows.len()
         )));
     }
-    rows.iter().map(verdict_from_row).collect()
+    let verdicts = rows
+        .iter()
+        .map(verdict_from_row)
+        .collect::<EngineResult<_>>()?;
+    Ok(Undurable { conn, verdicts })
 }
 
 fn verdict_from_row(row: &sqlx::postgres::PgRow) -> EngineResult<Verdict> {

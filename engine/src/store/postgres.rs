@@ -355,7 +355,7 @@ pub fn is_unique_violation(err: &sqlx::Error, constraint: &str) -> bool {
 
 /// The coupon id and owner stored for a claim request id, if any.
 pub async fn claim_by_request(
-    pool: &PgPool,
+    conn: &mut sqlx::PgConnection,
     template: Uuid,
     request_id: &str,
 ) -> EngineResult<Option<(Uuid, String)>> {
@@ -364,7 +364,7 @@ pub async fn claim_by_request(
     )
     .bind(template)
     .bind(request_id)
-    .fetch_optional(pool)
+    .fetch_optional(conn)
     .await?)
 }
 

@@ -62,7 +62,8 @@ pub struct LocalPostgres {
     data: PathBuf,
     port: u16,
     as_postgres: bool,
-    _dir: tempfile::TempDir,
+    opts: String,
+    dir: tempfile::TempDir,
 }
 
 impl LocalPostgres {
@@ -102,15 +103,6 @@ impl LocalPostgres {
             "-p {port} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=200",
             dir.path().display()
         );
-        run(
-            pg_command(as_postgres, &pg_ctl)
-                .arg("-D")
-                .arg(&data)
-                .args(["-o", &opts, "-w", "-l"])
-                .arg(dir.path().join("log"))
-                .arg("start"),
-            "pg_ctl start",
-        )?;
         let stop = format!(
             "{} {} -D {} -m immediate stop",
             if as_postgres {
@@ -122,13 +114,42 @@ impl LocalPostgres {
             data.display()
         );
         watchdog(&stop);
-        Ok(Self {
+        let pg = Self {
             pg_ctl,
             data,
             port,
             as_postgres,
-            _dir: dir,
-        })
+            opts,
+            dir,
+        };
+        pg.pg_ctl_start()?;
+        Ok(pg)
+    }
+
+    fn pg_ctl_start(&self) -> Result<(), ProvisionError> {
+        run(
+            pg_command(self.as_postgres, &self.pg_ctl)
+                .arg("-D")
+                .arg(&self.data)
+                .args(["-o", &self.opts, "-w", "-l"])
+                .arg(self.dir.path().join("log"))
+                .arg("start"),
+            "pg_ctl start",
+        )
+    }
+
+    /// Crashes the server (immediate shutdown: every process quits at once, nothing is
+    /// flushed, as after a kill -9 of the postmaster) and starts it again on the same data
+    /// and port; it comes back through crash recovery.
+    pub fn crash_and_restart(&self) -> Result<(), ProvisionError> {
+        run(
+            pg_command(self.as_postgres, &self.pg_ctl)
+                .arg("-D")
+                .arg(&self.data)
+                .args(["-m", "immediate", "stop"]),
+            "pg_ctl stop -m immediate",
+        )?;
+        self.pg_ctl_start()
     }
 
     /// URL of its `postgres` database.
