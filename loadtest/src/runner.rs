@@ -245,6 +245,8 @@ fn config_json(s: &Settings) -> serde_json::Value {
         "customers": s.customers,
         "variant": in_process.then(|| s.variant.name()),
         "persistence": in_process.then(|| serde_json::to_value(s.persistence).unwrap_or_default()),
+        "redis_cluster": in_process
+            .then_some(s.redis_cluster || s.nemesis.is_some_and(|n| n.needs_cluster())),
         "target": s.target.clone().unwrap_or_else(|| "in-process".to_owned()),
         "request_timeout_secs": s.request_timeout.as_secs(),
         "max_retries": s.max_retries,

@@ -10,9 +10,23 @@ use coupon_engine::{
     testkit::{
         Backends, TestEnv,
         local::{LocalRedis, RedisPersistence},
+        redis_cluster::LocalCluster,
         shared_backends,
     },
 };
+
+use crate::nemesis::OwnRedis;
+
+/// Which Redis the in-process server runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RedisChoice {
+    /// The provisioned one (`COUPON_REDIS_URL`, testcontainers or a local server).
+    Shared,
+    /// A `redis-server` of the run's own, with AOF, that a fault may restart.
+    Own,
+    /// A cluster of the run's own (3 masters + 3 replicas) that a fault may fail over.
+    OwnCluster,
+}
 use tokio::{
     net::TcpListener,
     sync::{Mutex, oneshot},
@@ -28,45 +42,61 @@ pub(crate) struct InProcess {
     pub admin_token: String,
     /// Redis namespace and database, for the report.
     pub description: String,
-    /// The run's own Redis, when a fault needs one it may restart.
-    pub own_redis: Option<Arc<Mutex<LocalRedis>>>,
+    /// The run's own Redis, when a fault needs one it may restart or fail over.
+    pub own_redis: Option<OwnRedis>,
     shutdown: Option<oneshot::Sender<()>>,
     task: JoinHandle<std::io::Result<()>>,
     env: TestEnv,
 }
 
 impl InProcess {
-    /// Provisions an environment for `variant` / `persistence` and starts serving it; with
-    /// `own_redis`, on a `redis-server` started for this run alone (with AOF), never a
-    /// shared one, so a fault may kill and restart it.
+    /// Provisions an environment for `variant` / `persistence` on `redis` and starts serving
+    /// it. A Redis of the run's own is never a shared one, so a fault may kill it.
     pub(crate) async fn start(
         variant: Variant,
         persistence: Persistence,
-        own_redis: bool,
+        redis: RedisChoice,
     ) -> anyhow::Result<Self> {
         let config = EngineConfig {
             variant,
             persistence,
             ..EngineConfig::default()
         };
-        let (env, own_redis) = if own_redis {
-            let redis = LocalRedis::start_with(RedisPersistence::Aof)
-                .context("starting the run's own redis-server")?;
-            let shared = shared_backends().await.context("provisioning Postgres")?;
-            let backends = Arc::new(Backends::with_urls(
-                redis.url(),
-                shared.database_url.clone(),
-                None,
-            ));
-            let env = TestEnv::on(backends, config)
+        let (target, own_redis) = match redis {
+            RedisChoice::Shared => (None, None),
+            RedisChoice::Own => {
+                let r = LocalRedis::start_with(RedisPersistence::Aof)
+                    .context("starting the run's own redis-server")?;
+                let target = coupon_engine::RedisTarget::Node(r.url());
+                (Some(target), Some(OwnRedis::Node(Arc::new(Mutex::new(r)))))
+            }
+            RedisChoice::OwnCluster => {
+                let c = tokio::task::spawn_blocking(|| LocalCluster::start(RedisPersistence::Aof))
+                    .await
+                    .context("starting the run's own Redis Cluster")?
+                    .context("starting the run's own Redis Cluster (3 masters + 3 replicas)")?;
+                let target = c.target();
+                (
+                    Some(target),
+                    Some(OwnRedis::Cluster(Arc::new(Mutex::new(c)))),
+                )
+            }
+        };
+        let env = match target {
+            Some(target) => {
+                let shared = shared_backends().await.context("provisioning Postgres")?;
+                let backends = Arc::new(Backends::with_target(
+                    target,
+                    shared.database_url.clone(),
+                    None,
+                ));
+                TestEnv::on(backends, config)
+                    .await
+                    .context("provisioning the run's database")?
+            }
+            None => TestEnv::with_config(config)
                 .await
-                .context("provisioning the run's database")?;
-            (env, Some(Arc::new(Mutex::new(redis))))
-        } else {
-            let env = TestEnv::with_config(config)
-                .await
-                .context("provisioning Redis and Postgres (coupon_engine::testkit)")?;
-            (env, None)
+                .context("provisioning Redis and Postgres (coupon_engine::testkit)")?,
         };
         let admin_token = format!("lt-admin-{}", Uuid::new_v4().simple());
         let user_secret = format!("lt-users-{}", Uuid::new_v4().simple());
@@ -80,13 +110,14 @@ impl InProcess {
             let _ = rx.await;
         }));
         let description = format!(
-            "in-process coupon-engine ({}, {} persistence) on {addr}; database {}, redis namespace {}",
+            "in-process coupon-engine ({}, {} persistence) on {addr}; database {}, redis {}, namespace {}",
             variant.name(),
             match persistence {
                 Persistence::Sync => "sync",
                 Persistence::Async => "async",
             },
             env.database_url.rsplit('/').next().unwrap_or("?"),
+            env.redis,
             env.namespace,
         );
         Ok(Self {

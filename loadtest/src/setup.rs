@@ -10,7 +10,7 @@ use crate::{
     api::Api,
     cli::Settings,
     progress::phase,
-    server::InProcess,
+    server::{InProcess, RedisChoice},
     templates::{self, TemplateInfo},
 };
 
@@ -65,7 +65,7 @@ pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
                     s.variant.name()
                 ),
             );
-            let server = InProcess::start(s.variant, s.persistence, s.nemesis.is_some()).await?;
+            let server = InProcess::start(s.variant, s.persistence, redis_choice(s)).await?;
             let api = Api::new(&server.base_url, &server.admin_token)?;
             let description = server.description.clone();
             (api, Some(server), description)
@@ -101,6 +101,17 @@ pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
         target_description,
         server,
     })
+}
+
+/// The Redis the in-process server runs on: the run's own when a fault must act on it, a
+/// cluster with `--redis-cluster` or when the fault is a failover.
+fn redis_choice(s: &Settings) -> RedisChoice {
+    match s.nemesis {
+        Some(kind) if kind.needs_cluster() => RedisChoice::OwnCluster,
+        Some(_) => RedisChoice::Own,
+        None if s.redis_cluster => RedisChoice::OwnCluster,
+        None => RedisChoice::Shared,
+    }
 }
 
 /// The user id of shopper `n` of run `tag`.

@@ -36,7 +36,7 @@ impl CouponEngine {
     /// changed, rebuilds every live template from Postgres before recording the new one.
     /// Returns true when a change was found.
     pub async fn check_redis_identity(&self) -> EngineResult<bool> {
-        let run_id = self.inner.redis.run_id().await?;
+        let run_id = self.inner.redis.identity().await?;
         let ns = self.inner.redis.namespace();
         let recorded = postgres::redis_identity(&self.inner.pg, ns).await?;
         if recorded.as_deref() == Some(run_id.as_str()) {

@@ -122,9 +122,10 @@ impl CouponEngine {
         Self { inner }
     }
 
-    /// Connects to Redis and Postgres, applies migrations and builds the engine.
+    /// Connects to Redis (one node or a cluster) and Postgres, applies migrations and builds
+    /// the engine.
     pub async fn connect(
-        redis_url: &str,
+        redis: &crate::RedisTarget,
         database_url: &str,
         max_db_connections: u32,
         config: EngineConfig,
@@ -138,7 +139,7 @@ impl CouponEngine {
             .run(&pg)
             .await
             .map_err(|e| EngineError::Unavailable(format!("migrations failed: {e}")))?;
-        let redis = RedisStore::connect(redis_url, &config.namespace).await?;
+        let redis = RedisStore::connect_to(redis, &config.namespace).await?;
         Ok(Self::new(pg, redis, config))
     }
 

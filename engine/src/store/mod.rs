@@ -5,3 +5,4 @@ pub mod arbiter;
 pub mod keys;
 pub mod postgres;
 pub mod redis;
+pub mod redis_conn;

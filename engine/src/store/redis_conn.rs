@@ -1,0 +1,284 @@
+//! The connection behind the Redis store: one node (a connection manager that reconnects)
+//! or a Redis Cluster (the redis crate's async cluster connection, which follows MOVED/ASK,
+//! refreshes its slot map and retries through a failover). Every key of a template carries
+//! the hash tag `{T}` (`keys.rs`), so each script touches one slot and runs on whichever
+//! master owns it; `Script` answers NOSCRIPT (a promoted replica, a flushed cache) by loading
+//! the script and running it again.
+
+use std::{fmt, time::Duration};
+
+use redis::{
+    Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value,
+    aio::{ConnectionLike, ConnectionManager},
+    cluster::ClusterClientBuilder,
+    cluster_async::ClusterConnection,
+};
+
+/// Where the engine's Redis is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisTarget {
+    /// One server (or a proxy in front of several), by URL.
+    Node(String),
+    /// A Redis Cluster, by seed node URLs (any reachable subset of its nodes).
+    Cluster(Vec<String>),
+}
+
+impl RedisTarget {
+    /// A cluster from a comma-separated list of `redis://` seed nodes.
+    pub fn cluster_from_list(list: &str) -> Self {
+        Self::Cluster(
+            list.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        )
+    }
+
+    /// The URL of the node, or of the first seed node of a cluster (for tools that speak to
+    /// one server).
+    pub fn first_url(&self) -> &str {
+        match self {
+            Self::Node(url) => url,
+            Self::Cluster(nodes) => nodes.first().map_or("", String::as_str),
+        }
+    }
+
+    /// True for a cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Self::Cluster(_))
+    }
+}
+
+impl fmt::Display for RedisTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Node(url) => f.write_str(url),
+            Self::Cluster(nodes) => write!(f, "cluster {}", nodes.join(",")),
+        }
+    }
+}
+
+/// A multiplexed connection to one node or to a cluster; cheap to clone.
+#[derive(Clone)]
+pub enum RedisConn {
+    /// One node.
+    Node(ConnectionManager),
+    /// A cluster.
+    Cluster(ClusterConnection),
+}
+
+/// How long a command may take before it counts as failed (a paused or dead server).
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl RedisConn {
+    /// Connects to `target`.
+    pub async fn open(target: &RedisTarget) -> RedisResult<Self> {
+        match target {
+            RedisTarget::Node(url) => {
+                let client = redis::Client::open(url.as_str())?;
+                let config = redis::aio::ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_number_of_retries(2);
+                Ok(Self::Node(
+                    ConnectionManager::new_with_config(client, config).await?,
+                ))
+            }
+            RedisTarget::Cluster(nodes) => {
+                // A failover takes the cluster a few seconds (node timeout + election); the
+                // client retries with backoff meanwhile, refreshing its slot map, so a
+                // command either lands on the new master or fails as "outcome unknown".
+                let client = ClusterClientBuilder::new(nodes.iter().map(String::as_str))
+                    .connection_timeout(RESPONSE_TIMEOUT)
+                    .response_timeout(RESPONSE_TIMEOUT)
+                    .retries(6)
+                    .min_retry_wait(50)
+                    .max_retry_wait(1000)
+                    .build()?;
+                Ok(Self::Cluster(client.get_async_connection().await?))
+            }
+        }
+    }
+
+    /// The identity of the Redis the engine's state lives in: another one means a restart
+    /// or a failover, and with it possibly stale state. One node: its `run_id`. A cluster:
+    /// the sorted `run_id`s of every master, so a restarted master or a promoted replica
+    /// (which has a `run_id` of its own) changes it.
+    pub async fn identity(&mut self) -> RedisResult<String> {
+        let reply: Value = redis::cmd("INFO").arg("server").query_async(self).await?;
+        match self {
+            Self::Node(_) => run_id(&text_of(&reply)?),
+            Self::Cluster(_) => {
+                // INFO goes to every master; the reply maps each address to its answer.
+                let Value::Map(per_node) = reply else {
+                    return Err(bad("INFO on a cluster did not answer per node"));
+                };
+                let mut ids = per_node
+                    .iter()
+                    .map(|(_, info)| run_id(&text_of(info)?))
+                    .collect::<RedisResult<Vec<_>>>()?;
+                ids.sort();
+                Ok(format!("cluster:{}", ids.join(",")))
+            }
+        }
+    }
+
+    /// The addresses (`host:port`) of the masters of a cluster that are not marked failed;
+    /// empty for one node.
+    pub async fn cluster_masters(&mut self) -> RedisResult<Vec<String>> {
+        if let Self::Node(_) = self {
+            return Ok(Vec::new());
+        }
+        let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(self).await?;
+        Ok(masters_in(&nodes))
+    }
+}
+
+/// Masters (not failed) listed in a `CLUSTER NODES` reply.
+pub fn masters_in(cluster_nodes: &str) -> Vec<String> {
+    cluster_nodes
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let addr = f.nth(1)?;
+            let flags = f.next()?;
+            let master = flags.split(',').any(|x| x == "master");
+            let failed = flags.split(',').any(|x| x == "fail" || x == "fail?");
+            let addr = addr.split(['@', ',']).next()?;
+            (master && !failed && !addr.starts_with(':')).then(|| addr.to_owned())
+        })
+        .collect()
+}
+
+fn text_of(v: &Value) -> RedisResult<String> {
+    match v {
+        Value::BulkString(b) => Ok(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) | Value::VerbatimString { text: s, .. } => Ok(s.clone()),
+        Value::ServerError(e) => Err(bad(&format!("{e:?}"))),
+        other => Err(bad(&format!("unexpected INFO reply {other:?}"))),
+    }
+}
+
+fn run_id(info: &str) -> RedisResult<String> {
+    info.lines()
+        .find_map(|l| l.strip_prefix("run_id:"))
+        .map(|id| id.trim().to_owned())
+        .ok_or_else(|| bad("INFO server has no run_id"))
+}
+
+fn bad(what: &str) -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "unexpected reply",
+        what.to_owned(),
+    ))
+}
+
+impl ConnectionLike for RedisConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Node(c) => c.req_packed_command(cmd),
+            Self::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Node(c) => c.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Node(c) => c.get_db(),
+            Self::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Deletes every key matching `pattern` on one server with SCAN + UNLINK; returns how many.
+/// Each key is unlinked by its own command (pipelined), so it also works on one node of a
+/// cluster, which refuses a multi-key command across slots.
+pub async fn delete_matching_on<C: ConnectionLike>(
+    conn: &mut C,
+    pattern: &str,
+) -> RedisResult<usize> {
+    let mut cursor: u64 = 0;
+    let mut deleted = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await?;
+        if !keys.is_empty() {
+            deleted += keys.len();
+            let mut pipe = redis::pipe();
+            for k in &keys {
+                pipe.cmd("UNLINK").arg(k).ignore();
+            }
+            pipe.query_async::<()>(conn).await?;
+        }
+        if next == 0 {
+            return Ok(deleted);
+        }
+        cursor = next;
+    }
+}
+
+/// Deletes every key matching `pattern` wherever it lives: on one node, or on every master
+/// of a cluster (SCAN is per node, so each master is scanned over a connection of its own).
+pub async fn delete_matching(conn: &mut RedisConn, pattern: &str) -> RedisResult<usize> {
+    let masters = match conn {
+        RedisConn::Node(c) => return delete_matching_on(c, pattern).await,
+        RedisConn::Cluster(_) => conn.cluster_masters().await?,
+    };
+    let mut deleted = 0;
+    for addr in masters {
+        let client = redis::Client::open(format!("redis://{addr}/"))?;
+        let mut node = client.get_multiplexed_async_connection().await?;
+        deleted += delete_matching_on(&mut node, pattern).await?;
+    }
+    Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masters_are_read_from_cluster_nodes() {
+        let nodes = "\
+a1 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460
+a2 127.0.0.1:7002@17002 master - 0 0 2 connected 5461-10922
+a3 127.0.0.1:7003@17003 master,fail - 0 0 3 disconnected
+a4 127.0.0.1:7004@17004 slave a1 0 0 1 connected
+a5 127.0.0.1:7005@17005,host master - 0 0 5 connected 10923-16383
+";
+        assert_eq!(
+            masters_in(nodes),
+            ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7005"]
+        );
+    }
+
+    #[test]
+    fn a_cluster_target_reads_a_comma_separated_list() {
+        let t = RedisTarget::cluster_from_list("redis://a:1/, redis://b:2/,");
+        assert_eq!(
+            t,
+            RedisTarget::Cluster(vec!["redis://a:1/".into(), "redis://b:2/".into()])
+        );
+        assert_eq!(t.first_url(), "redis://a:1/");
+        assert!(t.is_cluster());
+    }
+}
