@@ -147,6 +147,12 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         );
         templates.push(engine.create_template(spec).await?.id);
     }
+    if failover {
+        // The identity the counters were built against, recorded before any fault: a
+        // deployment has it in Postgres from its previous run; a fresh namespace must not
+        // first record it after the promotion.
+        engine.check_redis_identity().await?;
+    }
     let target = Target {
         engine: engine.clone(),
         templates: templates.clone(),

@@ -2,7 +2,7 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use redis::{RedisError, RedisResult, Script, Value};
+use redis::{FromRedisValue, Pipeline, RedisError, RedisResult, Script, Value};
 use uuid::Uuid;
 
 use super::{
@@ -157,7 +157,7 @@ impl RedisStore {
 
     /// True when connected to a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
-        matches!(self.conn, RedisConn::Cluster(_))
+        matches!(self.conn, RedisConn::Cluster(..))
     }
 
     /// The namespace of this store's keys.
@@ -403,7 +403,7 @@ impl RedisStore {
                     .arg(c.ttl_ms.max(1))
                     .ignore();
             }
-            pipe.query_async::<()>(&mut self.conn.clone()).await?;
+            self.pipe_on::<()>(&k.stock, &pipe).await?;
         }
         Ok(())
     }
@@ -420,12 +420,15 @@ impl RedisStore {
     /// (stock, epoch and the built marker of `claimed` all present).
     pub async fn complete_epoch(&self, template: Uuid) -> RedisResult<Option<i64>> {
         let k = self.keys(template);
-        let (stock, epoch, built): (Option<i64>, Option<i64>, bool) = redis::pipe()
-            .atomic()
-            .get(&k.stock)
-            .get(&k.epoch)
-            .hexists(&k.claimed, CLAIMED_BUILT)
-            .query_async(&mut self.conn.clone())
+        let (stock, epoch, built): (Option<i64>, Option<i64>, bool) = self
+            .pipe_on(
+                &k.stock,
+                redis::pipe()
+                    .atomic()
+                    .get(&k.stock)
+                    .get(&k.epoch)
+                    .hexists(&k.claimed, CLAIMED_BUILT),
+            )
             .await?;
         Ok(epoch.filter(|_| stock.is_some() && built))
     }
@@ -449,13 +452,16 @@ impl RedisStore {
     /// Everything Redis holds about `template` (one MULTI round trip).
     pub async fn snapshot(&self, template: Uuid) -> RedisResult<RedisSnapshot> {
         let k = self.keys(template);
-        let (stock, epoch, claimed, pending): SnapshotReply = redis::pipe()
-            .atomic()
-            .get(&k.stock)
-            .get(&k.epoch)
-            .hgetall(&k.claimed)
-            .hgetall(&k.pending)
-            .query_async(&mut self.conn.clone())
+        let (stock, epoch, claimed, pending): SnapshotReply = self
+            .pipe_on(
+                &k.stock,
+                redis::pipe()
+                    .atomic()
+                    .get(&k.stock)
+                    .get(&k.epoch)
+                    .hgetall(&k.claimed)
+                    .hgetall(&k.pending),
+            )
             .await?;
         let pending = pending
             .into_iter()
@@ -469,6 +475,29 @@ impl RedisStore {
             claimed,
             pending,
         })
+    }
+
+    /// Runs a pipeline (or MULTI) whose keys share `key`'s slot. The cluster client follows
+    /// MOVED for a single command but not inside a pipeline: after a failover the old master
+    /// refuses it, so each retry is preceded by one command on `key`, which the client
+    /// redirects and rebuilds its slot map from. Only idempotent pipelines come here.
+    async fn pipe_on<T: FromRedisValue>(&self, key: &str, pipe: &Pipeline) -> RedisResult<T> {
+        let mut conn = self.conn.clone();
+        let mut attempt = 0u64;
+        loop {
+            match pipe.query_async(&mut conn).await {
+                Err(e) if self.is_cluster() && attempt < 5 => {
+                    attempt += 1;
+                    tracing::debug!(error = %e, attempt, "pipeline refused by the cluster; following the slot");
+                    let _ = redis::cmd("EXISTS")
+                        .arg(key)
+                        .query_async::<i64>(&mut conn)
+                        .await;
+                    tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Deletes every key of `template` (as a Redis restart without persistence would).

@@ -5,7 +5,7 @@
 //! master owns it; `Script` answers NOSCRIPT (a promoted replica, a flushed cache) by loading
 //! the script and running it again.
 
-use std::{fmt, time::Duration};
+use std::{fmt, sync::Arc, time::Duration};
 
 use redis::{
     Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value,
@@ -64,8 +64,8 @@ impl fmt::Display for RedisTarget {
 pub enum RedisConn {
     /// One node.
     Node(ConnectionManager),
-    /// A cluster.
-    Cluster(ClusterConnection),
+    /// A cluster, and a seed URL whose scheme and credentials reach any of its nodes.
+    Cluster(ClusterConnection, Arc<str>),
 }
 
 /// How long a command may take before it counts as failed (a paused or dead server).
@@ -96,7 +96,11 @@ impl RedisConn {
                     .min_retry_wait(50)
                     .max_retry_wait(1000)
                     .build()?;
-                Ok(Self::Cluster(client.get_async_connection().await?))
+                let seed = nodes.first().map_or("redis://", String::as_str);
+                Ok(Self::Cluster(
+                    client.get_async_connection().await?,
+                    seed.into(),
+                ))
             }
         }
     }
@@ -104,24 +108,21 @@ impl RedisConn {
     /// The identity of the Redis the engine's state lives in: another one means a restart
     /// or a failover, and with it possibly stale state. One node: its `run_id`. A cluster:
     /// the sorted `run_id`s of every master, so a restarted master or a promoted replica
-    /// (which has a `run_id` of its own) changes it.
+    /// (which has a `run_id` of its own) changes it. The masters are those a node lists now,
+    /// each asked over a connection of its own: the client's slot map may still name the old
+    /// master until a command of the engine meets a MOVED.
     pub async fn identity(&mut self) -> RedisResult<String> {
-        let reply: Value = redis::cmd("INFO").arg("server").query_async(self).await?;
-        match self {
-            Self::Node(_) => run_id(&text_of(&reply)?),
-            Self::Cluster(_) => {
-                // INFO goes to every master; the reply maps each address to its answer.
-                let Value::Map(per_node) = reply else {
-                    return Err(bad("INFO on a cluster did not answer per node"));
-                };
-                let mut ids = per_node
-                    .iter()
-                    .map(|(_, info)| run_id(&text_of(info)?))
-                    .collect::<RedisResult<Vec<_>>>()?;
-                ids.sort();
-                Ok(format!("cluster:{}", ids.join(",")))
-            }
+        let seed = match self {
+            Self::Node(c) => return run_id(&info_server(c).await?),
+            Self::Cluster(_, seed) => seed.clone(),
+        };
+        let mut ids = Vec::new();
+        for addr in self.cluster_masters().await? {
+            let mut node = node_connection(&seed, &addr).await?;
+            ids.push(run_id(&info_server(&mut node).await?)?);
         }
+        ids.sort();
+        Ok(format!("cluster:{}", ids.join(",")))
     }
 
     /// The addresses (`host:port`) of the masters of a cluster that are not marked failed;
@@ -132,6 +133,33 @@ impl RedisConn {
         }
         let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(self).await?;
         Ok(masters_in(&nodes))
+    }
+}
+
+async fn info_server<C: ConnectionLike>(c: &mut C) -> RedisResult<String> {
+    redis::cmd("INFO").arg("server").query_async(c).await
+}
+
+/// A plain connection to the cluster node at `addr` (`host:port`), with `seed`'s scheme and
+/// credentials.
+async fn node_connection(seed: &str, addr: &str) -> RedisResult<redis::aio::MultiplexedConnection> {
+    let client = redis::Client::open(node_url(seed, addr))?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(RESPONSE_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+}
+
+/// `seed` with its `host:port` replaced by `addr`.
+fn node_url(seed: &str, addr: &str) -> String {
+    let (scheme, rest) = seed.split_once("://").unwrap_or(("redis", seed));
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let creds = authority.rsplit_once('@').map(|(c, _)| c);
+    match creds {
+        Some(c) => format!("{scheme}://{c}@{addr}/{path}"),
+        None => format!("{scheme}://{addr}/{path}"),
     }
 }
 
@@ -149,15 +177,6 @@ pub fn masters_in(cluster_nodes: &str) -> Vec<String> {
             (master && !failed && !addr.starts_with(':')).then(|| addr.to_owned())
         })
         .collect()
-}
-
-fn text_of(v: &Value) -> RedisResult<String> {
-    match v {
-        Value::BulkString(b) => Ok(String::from_utf8_lossy(b).into_owned()),
-        Value::SimpleString(s) | Value::VerbatimString { text: s, .. } => Ok(s.clone()),
-        Value::ServerError(e) => Err(bad(&format!("{e:?}"))),
-        other => Err(bad(&format!("unexpected INFO reply {other:?}"))),
-    }
 }
 
 fn run_id(info: &str) -> RedisResult<String> {
@@ -179,7 +198,7 @@ impl ConnectionLike for RedisConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Self::Node(c) => c.req_packed_command(cmd),
-            Self::Cluster(c) => c.req_packed_command(cmd),
+            Self::Cluster(c, _) => c.req_packed_command(cmd),
         }
     }
 
@@ -191,14 +210,14 @@ impl ConnectionLike for RedisConn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Self::Node(c) => c.req_packed_commands(pipeline, offset, count),
-            Self::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(c, _) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Self::Node(c) => c.get_db(),
-            Self::Cluster(c) => c.get_db(),
+            Self::Cluster(c, _) => c.get_db(),
         }
     }
 }
@@ -239,14 +258,13 @@ pub async fn delete_matching_on<C: ConnectionLike>(
 /// Deletes every key matching `pattern` wherever it lives: on one node, or on every master
 /// of a cluster (SCAN is per node, so each master is scanned over a connection of its own).
 pub async fn delete_matching(conn: &mut RedisConn, pattern: &str) -> RedisResult<usize> {
-    let masters = match conn {
+    let seed = match conn {
         RedisConn::Node(c) => return delete_matching_on(c, pattern).await,
-        RedisConn::Cluster(_) => conn.cluster_masters().await?,
+        RedisConn::Cluster(_, seed) => seed.clone(),
     };
     let mut deleted = 0;
-    for addr in masters {
-        let client = redis::Client::open(format!("redis://{addr}/"))?;
-        let mut node = client.get_multiplexed_async_connection().await?;
+    for addr in conn.cluster_masters().await? {
+        let mut node = node_connection(&seed, &addr).await?;
         deleted += delete_matching_on(&mut node, pattern).await?;
     }
     Ok(deleted)
@@ -280,5 +298,17 @@ a5 127.0.0.1:7005@17005,host master - 0 0 5 connected 10923-16383
         );
         assert_eq!(t.first_url(), "redis://a:1/");
         assert!(t.is_cluster());
+    }
+
+    #[test]
+    fn node_urls_keep_the_seed_scheme_and_credentials() {
+        assert_eq!(
+            node_url("redis://u:p@10.0.0.1:7000/", "10.0.0.2:7001"),
+            "redis://u:p@10.0.0.2:7001/"
+        );
+        assert_eq!(
+            node_url("rediss://10.0.0.1:7000", "10.0.0.2:7001"),
+            "rediss://10.0.0.2:7001/"
+        );
     }
 }
