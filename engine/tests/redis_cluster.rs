@@ -242,3 +242,46 @@ async fn the_round_one_behaviour_oversells_through_the_same_promotion() -> R {
     drop(on);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_in_flight_ride_out_a_killed_master() -> R {
+    // A few hundred claims in flight when the master dies: the cluster connection must not
+    // stay wedged afterwards (it did, answering every command with a timeout).
+    let on = Arc::new(OnCluster::start(Variant::Correct).await?);
+    let t = on.sale(100_000).await?;
+    on.env.engine.check_redis_identity().await?;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for w in 0..200 {
+        let (on, stop) = (on.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = on.claims(t, &format!("w{w}-{n}-"), 1).await;
+                n += 1;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let key = on.env.engine.redis().keys(t).stock;
+    on.on_cluster(move |c| {
+        c.kill_master_of(&key)?;
+        c.revive()
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for task in tasks {
+        task.await?;
+    }
+    // Once the cluster is whole again, claims answer at once.
+    let started = std::time::Instant::now();
+    assert_eq!(on.claims(t, "after-", 10).await?, 10);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "claims after the failover took {:?}",
+        started.elapsed()
+    );
+    on.audit_ok(t).await?;
+    Ok(())
+}

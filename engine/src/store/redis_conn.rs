@@ -5,12 +5,19 @@
 //! master owns it; `Script` answers NOSCRIPT (a promoted replica, a flushed cache) by loading
 //! the script and running it again.
 
-use std::{fmt, sync::Arc, time::Duration};
+use std::{
+    fmt,
+    sync::{
+        Arc, RwLock,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use redis::{
     Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value,
     aio::{ConnectionLike, ConnectionManager},
-    cluster::ClusterClientBuilder,
+    cluster::{ClusterClient, ClusterClientBuilder},
     cluster_async::ClusterConnection,
 };
 
@@ -64,8 +71,53 @@ impl fmt::Display for RedisTarget {
 pub enum RedisConn {
     /// One node.
     Node(ConnectionManager),
-    /// A cluster, and a seed URL whose scheme and credentials reach any of its nodes.
-    Cluster(ClusterConnection, Arc<str>),
+    /// A cluster.
+    Cluster(ClusterHandle),
+}
+
+/// The cluster connection, replaced by a fresh one when it keeps timing out: under a few
+/// hundred requests in flight across a SIGKILLed master, the crate's connection was seen to
+/// answer every later command with a timeout, also once the cluster was whole again
+/// (`claims_in_flight_ride_out_a_killed_master`). A new connection starts from the seeds.
+#[derive(Clone)]
+pub struct ClusterHandle {
+    client: Arc<ClusterClient>,
+    current: Arc<RwLock<ClusterConnection>>,
+    replacing: Arc<AtomicBool>,
+    /// A seed URL whose scheme and credentials reach any node of the cluster.
+    seed: Arc<str>,
+}
+
+impl ClusterHandle {
+    fn get(&self) -> ClusterConnection {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// After a timeout: one replacement at a time, in the background.
+    fn replace_soon(&self) {
+        if self.replacing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move {
+            match this.client.get_async_connection().await {
+                Ok(fresh) => {
+                    *this
+                        .current
+                        .write()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+                    tracing::warn!("redis cluster connection timed out; replaced by a fresh one");
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "replacing the redis cluster connection failed")
+                }
+            }
+            this.replacing.store(false, Ordering::Release);
+        });
+    }
 }
 
 /// How long a command may take before it counts as failed (a paused or dead server).
@@ -97,10 +149,13 @@ impl RedisConn {
                     .max_retry_wait(1000)
                     .build()?;
                 let seed = nodes.first().map_or("redis://", String::as_str);
-                Ok(Self::Cluster(
-                    client.get_async_connection().await?,
-                    seed.into(),
-                ))
+                let conn = client.get_async_connection().await?;
+                Ok(Self::Cluster(ClusterHandle {
+                    client: Arc::new(client),
+                    current: Arc::new(RwLock::new(conn)),
+                    replacing: Arc::new(AtomicBool::new(false)),
+                    seed: seed.into(),
+                }))
             }
         }
     }
@@ -114,7 +169,7 @@ impl RedisConn {
     pub async fn identity(&mut self) -> RedisResult<String> {
         let seed = match self {
             Self::Node(c) => return run_id(&info_server(c).await?),
-            Self::Cluster(_, seed) => seed.clone(),
+            Self::Cluster(h) => h.seed.clone(),
         };
         let mut ids = Vec::new();
         for addr in self.cluster_masters().await? {
@@ -198,7 +253,16 @@ impl ConnectionLike for RedisConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Self::Node(c) => c.req_packed_command(cmd),
-            Self::Cluster(c, _) => c.req_packed_command(cmd),
+            Self::Cluster(h) => {
+                let (mut conn, h) = (h.get(), h.clone());
+                Box::pin(async move {
+                    let reply = conn.req_packed_command(cmd).await;
+                    if reply.as_ref().is_err_and(RedisError::is_timeout) {
+                        h.replace_soon();
+                    }
+                    reply
+                })
+            }
         }
     }
 
@@ -210,14 +274,23 @@ impl ConnectionLike for RedisConn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Self::Node(c) => c.req_packed_commands(pipeline, offset, count),
-            Self::Cluster(c, _) => c.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(h) => {
+                let (mut conn, h) = (h.get(), h.clone());
+                Box::pin(async move {
+                    let reply = conn.req_packed_commands(pipeline, offset, count).await;
+                    if reply.as_ref().is_err_and(RedisError::is_timeout) {
+                        h.replace_soon();
+                    }
+                    reply
+                })
+            }
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Self::Node(c) => c.get_db(),
-            Self::Cluster(c, _) => c.get_db(),
+            Self::Cluster(h) => h.get().get_db(),
         }
     }
 }
@@ -260,7 +333,7 @@ pub async fn delete_matching_on<C: ConnectionLike>(
 pub async fn delete_matching(conn: &mut RedisConn, pattern: &str) -> RedisResult<usize> {
     let seed = match conn {
         RedisConn::Node(c) => return delete_matching_on(c, pattern).await,
-        RedisConn::Cluster(_, seed) => seed.clone(),
+        RedisConn::Cluster(h) => h.seed.clone(),
     };
     let mut deleted = 0;
     for addr in conn.cluster_masters().await? {
