@@ -43,6 +43,7 @@ impl CouponEngine {
             return Ok(false);
         }
         if let Some(old) = &recorded {
+            self.suspect_redis();
             tracing::warn!(namespace = ns, old = %old, new = %run_id,
                 "redis restarted or failed over: rebuilding live templates before trusting its counters");
             for id in postgres::live_template_ids(&self.inner.pg).await? {

@@ -10,6 +10,7 @@ mod rebuild;
 mod reconcile;
 mod redeem;
 mod refund;
+mod suspect;
 
 use std::{
     collections::HashMap,
@@ -70,6 +71,8 @@ struct Inner {
     failpoints: Failpoints,
     /// Async mode: acknowledged claims Postgres refused (lost acknowledgements).
     acks_refused: AtomicU64,
+    /// Until when (ms since the Unix epoch) Redis refusals are checked against Postgres.
+    redis_suspect_until: AtomicU64,
 }
 
 impl std::fmt::Debug for Inner {
@@ -111,6 +114,7 @@ impl CouponEngine {
                 shutdown: Mutex::new(None),
                 failpoints: Failpoints::default(),
                 acks_refused: AtomicU64::new(0),
+                redis_suspect_until: AtomicU64::new(0),
             }
         });
         if let Ok(mut slot) = inner.shutdown.try_lock() {

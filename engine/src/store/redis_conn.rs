@@ -96,13 +96,16 @@ impl ClusterHandle {
             .clone()
     }
 
-    /// After a timeout: one replacement at a time, in the background.
+    /// After a timeout: one replacement at a time, in the background, at most one per
+    /// [`REPLACE_PAUSE`] (a failover times out many commands at once; one fresh
+    /// connection is enough).
     fn replace_soon(&self) {
         if self.replacing.swap(true, Ordering::AcqRel) {
             return;
         }
         let this = self.clone();
         tokio::spawn(async move {
+            tokio::time::sleep(REPLACE_PAUSE).await;
             match this.client.get_async_connection().await {
                 Ok(fresh) => {
                     *this
@@ -119,6 +122,9 @@ impl ClusterHandle {
         });
     }
 }
+
+/// The least time between two replacements of a timed-out cluster connection.
+const REPLACE_PAUSE: Duration = Duration::from_secs(1);
 
 /// How long a command may take before it counts as failed (a paused or dead server).
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
