@@ -193,7 +193,7 @@ impl RedisConn {
             return Ok(Vec::new());
         }
         let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(self).await?;
-        Ok(masters_in(&nodes))
+        Ok(super::cluster_nodes::live_masters(&nodes))
     }
 }
 
@@ -222,22 +222,6 @@ fn node_url(seed: &str, addr: &str) -> String {
         Some(c) => format!("{scheme}://{c}@{addr}/{path}"),
         None => format!("{scheme}://{addr}/{path}"),
     }
-}
-
-/// Masters (not failed) listed in a `CLUSTER NODES` reply.
-pub fn masters_in(cluster_nodes: &str) -> Vec<String> {
-    cluster_nodes
-        .lines()
-        .filter_map(|line| {
-            let mut f = line.split_whitespace();
-            let addr = f.nth(1)?;
-            let flags = f.next()?;
-            let master = flags.split(',').any(|x| x == "master");
-            let failed = flags.split(',').any(|x| x == "fail" || x == "fail?");
-            let addr = addr.split(['@', ',']).next()?;
-            (master && !failed && !addr.starts_with(':')).then(|| addr.to_owned())
-        })
-        .collect()
 }
 
 fn run_id(info: &str) -> RedisResult<String> {
@@ -352,21 +336,6 @@ pub async fn delete_matching(conn: &mut RedisConn, pattern: &str) -> RedisResult
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn masters_are_read_from_cluster_nodes() {
-        let nodes = "\
-a1 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460
-a2 127.0.0.1:7002@17002 master - 0 0 2 connected 5461-10922
-a3 127.0.0.1:7003@17003 master,fail - 0 0 3 disconnected
-a4 127.0.0.1:7004@17004 slave a1 0 0 1 connected
-a5 127.0.0.1:7005@17005,host master - 0 0 5 connected 10923-16383
-";
-        assert_eq!(
-            masters_in(nodes),
-            ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7005"]
-        );
-    }
 
     #[test]
     fn a_cluster_target_reads_a_comma_separated_list() {

@@ -21,7 +21,10 @@ use super::{
     local::{find_binary, free_port, wait_for_port, watchdog},
     redis_server::RedisPersistence,
 };
-use crate::store::redis_conn::RedisTarget;
+use crate::store::{
+    cluster_nodes::{self, ClusterNode},
+    redis_conn::RedisTarget,
+};
 
 const MASTERS: usize = 3;
 const REPL_USER: &str = "repl";
@@ -137,7 +140,7 @@ impl LocalCluster {
         let view = self.view()?;
         let master = view
             .iter()
-            .find(|n| n.master && n.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot)))
+            .find(|n| is_master(n) && n.serves(slot))
             .ok_or_else(|| local(format!("no master owns slot {slot}")))?;
         let replica = view
             .iter()
@@ -338,7 +341,7 @@ impl LocalCluster {
             let agreed = self.nodes.iter().filter(|n| n.child.is_some()).all(|n| {
                 view_from(n.port).is_ok_and(|v| {
                     v.iter()
-                        .any(|x| x.port == port && x.master && !x.slots.is_empty())
+                        .any(|x| x.port == port && is_master(x) && !x.slots.is_empty())
                 })
             });
             if agreed {
@@ -351,7 +354,7 @@ impl LocalCluster {
         )))
     }
 
-    fn view(&self) -> Result<Vec<NodeView>, ProvisionError> {
+    fn view(&self) -> Result<Vec<ClusterNode>, ProvisionError> {
         let port = self.live_port()?;
         view_from(port)
     }
@@ -390,43 +393,14 @@ impl Drop for LocalCluster {
     }
 }
 
-/// One line of `CLUSTER NODES`.
-#[derive(Debug, Clone)]
-struct NodeView {
-    id: String,
-    port: u16,
-    master: bool,
-    replica_of: Option<String>,
-    slots: Vec<(i64, i64)>,
-}
-
-fn view_from(port: u16) -> Result<Vec<NodeView>, ProvisionError> {
+fn view_from(port: u16) -> Result<Vec<ClusterNode>, ProvisionError> {
     let text: String = query(&mut connect(port)?, redis::cmd("CLUSTER").arg("NODES"))?;
-    Ok(text.lines().filter_map(parse_node).collect())
+    Ok(cluster_nodes::parse(&text))
 }
 
-fn parse_node(line: &str) -> Option<NodeView> {
-    let f: Vec<&str> = line.split_whitespace().collect();
-    let port = f.get(1)?.split(['@', ',']).next()?.rsplit(':').next()?;
-    let flags = f.get(2)?;
-    let failed = flags.split(',').any(|x| x == "fail");
-    let master = flags.split(',').any(|x| x == "master") && !failed;
-    let slots = f
-        .iter()
-        .skip(8)
-        .filter(|s| !s.starts_with('['))
-        .filter_map(|s| match s.split_once('-') {
-            Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
-            None => s.parse().ok().map(|x| (x, x)),
-        })
-        .collect();
-    Some(NodeView {
-        id: (*f.first()?).to_owned(),
-        port: port.parse().ok()?,
-        master,
-        replica_of: f.get(3).filter(|m| **m != "-").map(|m| (*m).to_owned()),
-        slots,
-    })
+/// A master the cluster has not failed (it may still be suspected by some).
+fn is_master(n: &ClusterNode) -> bool {
+    n.master && !n.failed
 }
 
 fn connect(port: u16) -> Result<redis::Connection, ProvisionError> {
@@ -506,24 +480,4 @@ fn spawn(
         .map_err(|e| ProvisionError::Local(format!("redis-server: {e}")))?;
     watchdog(&format!("kill -9 {}", child.id()));
     Ok(child)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cluster_nodes_lines_are_parsed() {
-        let m = parse_node("a1 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460 7000")
-            .expect("parsed");
-        assert_eq!(m.port, 7001);
-        assert!(m.master);
-        assert_eq!(m.slots, [(0, 5460), (7000, 7000)]);
-        let r = parse_node("a4 127.0.0.1:7004@17004 slave a1 0 0 1 connected").expect("parsed");
-        assert!(!r.master);
-        assert_eq!(r.replica_of.as_deref(), Some("a1"));
-        let f =
-            parse_node("a3 127.0.0.1:7003@17003 master,fail - 0 0 3 disconnected").expect("parsed");
-        assert!(!f.master);
-    }
 }
