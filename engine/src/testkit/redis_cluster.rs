@@ -18,7 +18,7 @@ use redis::{ConnectionLike, FromRedisValue};
 
 use super::{
     ProvisionError,
-    local::{find_binary, free_port, wait_for_port, watchdog},
+    local::{find_binary, free_ports, wait_for_port, watchdog},
     redis_server::RedisPersistence,
 };
 use crate::store::{
@@ -67,14 +67,28 @@ impl LocalCluster {
     /// Starts 6 nodes, joins them into a cluster with one replica per master, and waits until
     /// every node reports `cluster_state:ok` and every replica is in sync.
     pub fn start(persistence: RedisPersistence) -> Result<Self, ProvisionError> {
+        // Another process may take a free port before redis-server binds it: try again on
+        // other ports (the nodes already started are killed on drop).
+        let mut last = None;
+        for _ in 0..3 {
+            match Self::start_once(persistence) {
+                Ok(c) => return Ok(c),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| local("cluster not started")))
+    }
+
+    fn start_once(persistence: RedisPersistence) -> Result<Self, ProvisionError> {
         let mut cluster = Self {
             nodes: Vec::new(),
             persistence,
         };
-        for _ in 0..MASTERS * 2 {
+        // The bus ports are chosen too: the default (port + 10000) may not exist.
+        let ports = free_ports(MASTERS * 4)?;
+        for pair in ports.chunks(2) {
             let dir = tempfile::tempdir().map_err(local)?;
-            // The bus port is chosen too: the default (port + 10000) may not exist.
-            let (port, bus) = (free_port()?, free_port()?);
+            let (port, bus) = (pair[0], pair[1]);
             let child = spawn(port, bus, dir.path(), persistence)?;
             cluster.nodes.push(Node {
                 child: Some(child),
