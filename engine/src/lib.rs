@@ -37,5 +37,5 @@ pub use service::{
     ClaimReceipt, CouponEngine, Rebuilt, ReconcileOptions, ReconcileReport, Redemption,
     RefundReceipt,
 };
-pub use store::postgres::MIGRATOR;
+pub use store::{postgres::MIGRATOR, redis_conn::RedisTarget};
 pub use variant::Variant;

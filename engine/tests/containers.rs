@@ -28,7 +28,7 @@ async fn the_container_way_runs_the_full_flow() -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let backends = Backends::containers().await?;
     assert_eq!(backends.way, Way::Containers);
-    assert!(backends.redis_url.starts_with("redis://127.0.0.1:"));
+    assert!(backends.redis_url().starts_with("redis://127.0.0.1:"));
     eprintln!("containers up in {:?}", started.elapsed());
     let env = TestEnv::on(Arc::new(backends), EngineConfig::default()).await?;
     let e = &env.engine;

@@ -27,11 +27,7 @@ const SHOPPERS: usize = 32;
 async fn acknowledged_claims_survive_a_postgres_crash() -> anyhow::Result<()> {
     let pg = Arc::new(LocalPostgres::start()?);
     let shared = shared_backends().await?;
-    let backends = Arc::new(Backends::with_urls(
-        shared.redis_url.clone(),
-        pg.url(),
-        None,
-    ));
+    let backends = Arc::new(Backends::with_target(shared.redis.clone(), pg.url(), None));
     let env = TestEnv::on(backends, EngineConfig::default()).await?;
     let engine = env.engine.clone();
     let t = engine

@@ -176,3 +176,54 @@ async fn the_round_one_behaviour_oversells_through_the_same_restart() -> R {
     drop(env);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_refused_by_a_suspect_redis_gets_the_coupon_postgres_holds() -> R {
+    // A promoted replica can lack a granted claim's record while its counters say "sold
+    // out": a retry must still get the coupon (I7). Made deterministic here: Redis times out
+    // (paused), which makes it suspect, then loses the record and reads sold out.
+    let Own { env, redis } = env_on_own_redis(Variant::Correct, false).await?;
+    let e = &env.engine;
+    let t = e
+        .create_template(NewTemplate::simple(
+            "sale",
+            10,
+            1,
+            RefundPolicy::ReturnToStock,
+        ))
+        .await?;
+    let granted = e.claim(t.id, "alice", "req-a").await?;
+    let k = e.redis().keys(t.id);
+    let lose_the_record = || async {
+        let mut c = e.redis().connection();
+        redis::cmd("DEL")
+            .arg(k.req("req-a"))
+            .query_async::<i64>(&mut c)
+            .await?;
+        redis::cmd("SET")
+            .arg(&k.stock)
+            .arg(0)
+            .query_async::<()>(&mut c)
+            .await?;
+        anyhow::Ok(())
+    };
+    lose_the_record().await?;
+    // A Redis that gave no sign of trouble is trusted: one round trip per refusal.
+    assert!(matches!(
+        e.claim(t.id, "alice", "req-a").await,
+        Err(EngineError::StockEmpty)
+    ));
+    redis.signal("STOP")?;
+    let timed_out = e.claim(t.id, "bob", "req-b").await;
+    redis.signal("CONT")?;
+    assert!(
+        timed_out.as_ref().is_err_and(EngineError::outcome_unknown),
+        "{timed_out:?}"
+    );
+    lose_the_record().await?;
+    let retry = e.claim(t.id, "alice", "req-a").await?;
+    assert_eq!(retry.coupon_id, granted.coupon_id);
+    assert!(retry.replay);
+    drop(env);
+    Ok(())
+}

@@ -20,6 +20,7 @@ Examples:
   coupon-loadtest lifecycle --duration 10 --baseline reports/baselines/lifecycle.json
   coupon-loadtest flash-sale --duration 10 --mutant d1        # must exit 1 (I1)
   coupon-loadtest flash-sale --duration 10 --nemesis redis-stale-restart   # must pass
+  coupon-loadtest flash-sale --duration 10 --nemesis redis-master-kill     # must pass (cluster)
   coupon-loadtest flash-sale --target http://127.0.0.1:8080 --admin-token $TOKEN
   coupon-loadtest flash-sale --servers 3 --spread request     # three coupon-server processes
   coupon-loadtest flash-sale --target $URL --template $ID --no-audit   # one of N generators
@@ -103,9 +104,15 @@ pub(crate) struct Cli {
     pub persistence: Persistence,
     /// Inject a fault during the run (needs the in-process server, which then runs on a
     /// Redis of the run's own): `redis-stale-restart` restarts Redis mid-sale from an older
-    /// snapshot; a sync run must still pass.
+    /// snapshot; `redis-master-kill` (on a Redis Cluster of the run's own) SIGKILLs the master
+    /// owning the hot template's slot so its replica takes over; a sync run must still pass.
     #[arg(long, value_name = "FAULT")]
     pub nemesis: Option<crate::nemesis::NemesisKind>,
+    /// Run the in-process server (or the --servers processes) on a Redis Cluster of the
+    /// run's own: 3 masters + 3 replicas from the machine's redis-server on free loopback
+    /// ports, torn down after the run.
+    #[arg(long)]
+    pub redis_cluster: bool,
 
     /// Test an external server speaking the same API instead of an in-process one (needs
     /// --admin-token). Repeatable: several servers of one deployment (same stores, same
@@ -229,6 +236,8 @@ pub(crate) struct Settings {
     pub persistence: Persistence,
     /// Fault injected during the run (in-process only).
     pub nemesis: Option<crate::nemesis::NemesisKind>,
+    /// In-process server on a Redis Cluster of the run's own.
+    pub redis_cluster: bool,
     /// External servers (empty: the run starts its own).
     pub targets: Vec<String>,
     /// `coupon-server` processes to start (None: in-process, or the targets).
@@ -340,6 +349,14 @@ impl Cli {
                     "--nemesis needs the in-process server (it restarts the run's own Redis), not --target"
                 );
             }
+            if self.redis_cluster {
+                bail!("--redis-cluster applies to the in-process server only, not to --target");
+            }
+        }
+        if self.redis_cluster && self.nemesis.is_some_and(|n| !n.needs_cluster()) {
+            bail!(
+                "--nemesis redis-stale-restart restarts one redis-server: not with --redis-cluster"
+            );
         }
         for t in &self.targets {
             if !(t.starts_with("http://") || t.starts_with("https://")) {
@@ -391,6 +408,7 @@ impl Cli {
             variant: self.mutant,
             persistence: self.persistence,
             nemesis: self.nemesis,
+            redis_cluster: self.redis_cluster,
             targets: self
                 .targets
                 .iter()

@@ -9,7 +9,7 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use coupon_engine::{Variant, testkit::local::free_port};
+use coupon_engine::{RedisTarget, Variant, testkit::local::free_port};
 use tokio::process::{Child, Command};
 
 /// What to start.
@@ -22,8 +22,8 @@ pub(crate) struct FleetSpec {
     pub variant: Variant,
     /// `sync` or `async`.
     pub persistence: &'static str,
-    /// Redis URL.
-    pub redis_url: String,
+    /// The run's Redis: one server, or a cluster (its seed nodes).
+    pub redis: RedisTarget,
     /// The run's database.
     pub database_url: String,
     /// The run's Redis namespace.
@@ -110,7 +110,7 @@ impl Fleet {
             let err = out.try_clone().context("sharing the server log")?;
             let mut cmd = Command::new(&fleet.binary);
             cmd.env("COUPON_LISTEN", format!("127.0.0.1:{port}"))
-                .env("COUPON_REDIS_URL", &spec.redis_url)
+                .env("COUPON_REDIS_URL", spec.redis.first_url())
                 .env("COUPON_DATABASE_URL", &spec.database_url)
                 .env("COUPON_REDIS_NAMESPACE", &spec.namespace)
                 .env("COUPON_ADMIN_TOKEN", &spec.admin_token)
@@ -123,6 +123,14 @@ impl Fleet {
                 .stdout(out)
                 .stderr(err)
                 .kill_on_drop(true);
+            match &spec.redis {
+                RedisTarget::Cluster(nodes) => {
+                    cmd.env("COUPON_REDIS_CLUSTER_NODES", nodes.join(","));
+                }
+                RedisTarget::Node(_) => {
+                    cmd.env_remove("COUPON_REDIS_CLUSTER_NODES");
+                }
+            }
             if spec.variant != Variant::Correct {
                 cmd.arg("--mutant").arg(spec.variant.name());
             }

@@ -269,6 +269,8 @@ fn config_json(s: &Settings) -> serde_json::Value {
         "customers": s.customers,
         "variant": own.then(|| s.variant.name()),
         "persistence": own.then(|| serde_json::to_value(s.persistence).unwrap_or_default()),
+        "redis_cluster": own
+            .then_some(s.redis_cluster || s.nemesis.is_some_and(|n| n.needs_cluster())),
         "target": match (s.targets.as_slice(), s.servers) {
             ([], None) => "in-process".to_owned(),
             ([], Some(n)) => format!("{n} coupon-server process(es)"),

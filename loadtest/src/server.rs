@@ -11,6 +11,7 @@ use coupon_engine::{
     testkit::{
         Backends, TestEnv,
         local::{LocalRedis, RedisPersistence},
+        redis_cluster::LocalCluster,
         shared_backends,
     },
 };
@@ -21,7 +22,21 @@ use tokio::{
 };
 use uuid::Uuid;
 
-use crate::fleet::{Fleet, FleetSpec};
+use crate::{
+    fleet::{Fleet, FleetSpec},
+    nemesis::OwnRedis,
+};
+
+/// Which Redis the run's servers run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RedisChoice {
+    /// The provisioned one (`COUPON_REDIS_URL`, testcontainers or a local server).
+    Shared,
+    /// A `redis-server` of the run's own, with AOF, that a fault may restart.
+    Own,
+    /// A cluster of the run's own (3 masters + 3 replicas) that a fault may fail over.
+    OwnCluster,
+}
 
 /// What serves the run.
 enum Serving {
@@ -44,8 +59,8 @@ pub(crate) struct Served {
     pub service_token: String,
     /// Redis namespace and database, for the report.
     pub description: String,
-    /// The run's own Redis, when a fault needs one it may restart.
-    pub own_redis: Option<Arc<Mutex<LocalRedis>>>,
+    /// The run's own Redis, when a fault needs one it may restart or fail over.
+    pub own_redis: Option<OwnRedis>,
     serving: Serving,
     env: TestEnv,
 }
@@ -56,8 +71,8 @@ pub(crate) struct Plan {
     pub variant: Variant,
     /// Claim persistence.
     pub persistence: Persistence,
-    /// Whether Redis is a `redis-server` of the run's own (a fault may restart it).
-    pub own_redis: bool,
+    /// The Redis the servers run on (of the run's own when a fault may act on it).
+    pub redis: RedisChoice,
     /// `Some((n, binary))`: n `coupon-server` processes; None: in-process.
     pub processes: Option<(usize, Option<PathBuf>)>,
 }
@@ -70,33 +85,49 @@ fn persistence_name(p: Persistence) -> &'static str {
 }
 
 impl Served {
-    /// Provisions an environment and starts serving it; with `own_redis`, on a
-    /// `redis-server` started for this run alone (with AOF), never a shared one, so a fault
-    /// may kill and restart it.
+    /// Provisions an environment on `plan.redis` and starts serving it. A Redis of the run's
+    /// own is never a shared one, so a fault may kill it.
     pub(crate) async fn start(plan: Plan) -> anyhow::Result<Self> {
         let config = EngineConfig {
             variant: plan.variant,
             persistence: plan.persistence,
             ..EngineConfig::default()
         };
-        let (env, own_redis) = if plan.own_redis {
-            let redis = LocalRedis::start_with(RedisPersistence::Aof)
-                .context("starting the run's own redis-server")?;
-            let shared = shared_backends().await.context("provisioning Postgres")?;
-            let backends = Arc::new(Backends::with_urls(
-                redis.url(),
-                shared.database_url.clone(),
-                None,
-            ));
-            let env = TestEnv::on(backends, config)
+        let (target, own_redis) = match plan.redis {
+            RedisChoice::Shared => (None, None),
+            RedisChoice::Own => {
+                let r = LocalRedis::start_with(RedisPersistence::Aof)
+                    .context("starting the run's own redis-server")?;
+                let target = coupon_engine::RedisTarget::Node(r.url());
+                (Some(target), Some(OwnRedis::Node(Arc::new(Mutex::new(r)))))
+            }
+            RedisChoice::OwnCluster => {
+                let c = tokio::task::spawn_blocking(|| LocalCluster::start(RedisPersistence::Aof))
+                    .await
+                    .context("starting the run's own Redis Cluster")?
+                    .context("starting the run's own Redis Cluster (3 masters + 3 replicas)")?;
+                let target = c.target();
+                (
+                    Some(target),
+                    Some(OwnRedis::Cluster(Arc::new(Mutex::new(c)))),
+                )
+            }
+        };
+        let env = match target {
+            Some(target) => {
+                let shared = shared_backends().await.context("provisioning Postgres")?;
+                let backends = Arc::new(Backends::with_target(
+                    target,
+                    shared.database_url.clone(),
+                    None,
+                ));
+                TestEnv::on(backends, config)
+                    .await
+                    .context("provisioning the run's database")?
+            }
+            None => TestEnv::with_config(config)
                 .await
-                .context("provisioning the run's database")?;
-            (env, Some(Arc::new(Mutex::new(redis))))
-        } else {
-            let env = TestEnv::with_config(config)
-                .await
-                .context("provisioning Redis and Postgres (coupon_engine::testkit)")?;
-            (env, None)
+                .context("provisioning Redis and Postgres (coupon_engine::testkit)")?,
         };
         let admin_token = format!("lt-admin-{}", Uuid::new_v4().simple());
         let user_secret = format!("lt-users-{}", Uuid::new_v4().simple());
@@ -104,8 +135,9 @@ impl Served {
         // the order service, so the scenarios redeem through its token.
         let service_token = format!("lt-service-{}", Uuid::new_v4().simple());
         let stores = format!(
-            "database {}, redis namespace {}",
+            "database {}, redis {}, namespace {}",
             env.database_url.rsplit('/').next().unwrap_or("?"),
+            env.redis,
             env.namespace,
         );
         let engine = format!(
@@ -140,7 +172,7 @@ impl Served {
                     binary,
                     variant: plan.variant,
                     persistence: persistence_name(plan.persistence),
-                    redis_url: env.redis_url.clone(),
+                    redis: env.redis.clone(),
                     database_url: env.database_url.clone(),
                     namespace: env.namespace.clone(),
                     admin_token: admin_token.clone(),

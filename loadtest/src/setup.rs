@@ -10,7 +10,7 @@ use crate::{
     api::Api,
     cli::Settings,
     progress::phase,
-    server::{Plan, Served},
+    server::{Plan, RedisChoice, Served},
     templates::{self, TemplateInfo},
 };
 
@@ -66,7 +66,7 @@ pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
         let server = Served::start(Plan {
             variant: s.variant,
             persistence: s.persistence,
-            own_redis: s.nemesis.is_some(),
+            redis: redis_choice(s),
             processes: s.servers.map(|n| (n, s.server_bin.clone())),
         })
         .await?;
@@ -146,6 +146,17 @@ pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
         target_description,
         server,
     })
+}
+
+/// The Redis the in-process server runs on: the run's own when a fault must act on it, a
+/// cluster with `--redis-cluster` or when the fault is a failover.
+fn redis_choice(s: &Settings) -> RedisChoice {
+    match s.nemesis {
+        Some(kind) if kind.needs_cluster() => RedisChoice::OwnCluster,
+        Some(_) => RedisChoice::Own,
+        None if s.redis_cluster => RedisChoice::OwnCluster,
+        None => RedisChoice::Shared,
+    }
 }
 
 /// The user id of shopper `n` of run `tag`.

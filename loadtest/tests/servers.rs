@@ -49,7 +49,7 @@ async fn serve(binary: &str, args: &[&str], env: &TestEnv) -> Server {
     let child = Command::new(bin(binary))
         .args(args)
         .env("COUPON_LISTEN", format!("127.0.0.1:{port}"))
-        .env("COUPON_REDIS_URL", &env.redis_url)
+        .env("COUPON_REDIS_URL", env.redis.first_url())
         .env("COUPON_DATABASE_URL", &env.database_url)
         .env("COUPON_REDIS_NAMESPACE", &env.namespace)
         .env("COUPON_ADMIN_TOKEN", ADMIN)

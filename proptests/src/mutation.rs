@@ -97,28 +97,68 @@ fn strategy(v: Variant, cfg: &PropertyConfig) -> BoxedStrategy<Scenario> {
 }
 
 fn stale_restart(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStrategy<Scenario> {
+    rolled_back_mid_run(base, |lag_ms| Fault::StaleRdbRestart { lag_ms })
+}
+
+/// Trusting Redis (D8) through a failover: the template's lagging replica is promoted
+/// mid-run, so what it never received is admitted again.
+pub fn lagging_promotion(
+    base: impl Strategy<Value = Scenario> + 'static,
+) -> BoxedStrategy<Scenario> {
+    rolled_back_mid_run(base, |lag_ms| Fault::LaggingTakeover {
+        template: 0,
+        lag_ms,
+    })
+}
+
+/// Tight templates and slowed claims, with `rollback(lag_ms)` striking early: a fault that
+/// brings Redis back `lag_ms` of writes behind.
+fn rolled_back_mid_run(
+    base: impl Strategy<Value = Scenario> + 'static,
+    rollback: fn(u64) -> Fault,
+) -> BoxedStrategy<Scenario> {
     (base, 10u64..=30, 0u64..=3, 5u64..=40)
-        .prop_map(|(mut s, delay, snapshot_at, lag_ms)| {
+        .prop_map(move |(mut s, delay, strike_at, lag_ms)| {
             // Tight templates, so what a stale Redis admits again is over a bound.
             for t in &mut s.templates {
                 t.stock = t.stock.min(3);
                 t.per_user_limit = 1;
             }
             s.faults = vec![
-                // Slowed claims span the restart: admitted before it (and lost by it),
+                // Slowed claims span the rollback: admitted before it (and lost by it),
                 // and after it, against the stale counters.
                 TimedFault {
                     at_ms: 0,
                     fault: Fault::DelayClaimAfterRedis { ms: delay },
                 },
                 TimedFault {
-                    at_ms: snapshot_at,
-                    fault: Fault::StaleRdbRestart { lag_ms },
+                    at_ms: strike_at,
+                    fault: rollback(lag_ms),
                 },
             ];
             s
         })
         .boxed()
+}
+
+/// Runs `v` against [`lagging_promotion`] scenarios (each on a cluster of its own) with at
+/// most `cases` cases and `shrink` shrinking steps: a mutant must be killed, the correct
+/// engine must pass.
+pub fn score_failover(v: Variant, cases: u32, shrink: u32) -> crate::property::PropertyOutcome {
+    let run = RunConfig {
+        variant: v,
+        ..RunConfig::default()
+    };
+    let cfg = PropertyConfig {
+        cases,
+        max_shrink_iters: shrink,
+        persist_failures: false,
+        ..PropertyConfig::new(&format!("failover_{}", v.name()), cases, run)
+    };
+    check_with(
+        &cfg,
+        lagging_promotion(scenarios(cfg.max_processes, cfg.max_ops, 0)),
+    )
 }
 
 fn rebuild_race(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStrategy<Scenario> {

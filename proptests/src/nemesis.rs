@@ -1,12 +1,13 @@
 //! The nemesis (DESIGN §7): applies a fault schedule to a running case. Faults that kill or
-//! pause Redis, or flush its scripts, act only on the `redis-server` the case started itself.
+//! pause Redis, or flush its scripts, act only on the `redis-server` the case started itself;
+//! failovers only on the case's own cluster.
 
 use std::{sync::Arc, time::Duration};
 
 use coupon_engine::{
     CouponEngine,
     failpoint::{FailAction, Failpoint},
-    testkit::{ProvisionError, local::LocalRedis},
+    testkit::{ProvisionError, local::LocalRedis, redis_cluster::LocalCluster},
 };
 use sqlx::Connection;
 use tokio::sync::Mutex;
@@ -20,8 +21,10 @@ pub struct Target {
     pub engine: CouponEngine,
     /// Template ids by scenario index.
     pub templates: Vec<Uuid>,
-    /// The case's own Redis (present whenever the schedule has faults).
+    /// The case's own Redis (present whenever the schedule has faults and no failover).
     pub redis: Option<Arc<Mutex<LocalRedis>>>,
+    /// The case's own cluster (present whenever the schedule has a failover).
+    pub cluster: Option<Arc<Mutex<LocalCluster>>>,
     /// URL of the case's own database.
     pub database_url: String,
 }
@@ -59,6 +62,15 @@ pub async fn heal(target: &Target) {
     if let Some(r) = &target.redis {
         let _ = r.lock().await.signal("CONT");
     }
+    if let Some(c) = &target.cluster
+        && let Err(e) = blocking(c, |c| {
+            c.restore_replication()?;
+            c.revive()
+        })
+        .await
+    {
+        tracing::warn!(error = %e, "healing the case's cluster failed");
+    }
 }
 
 async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
@@ -73,7 +85,9 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
             format!("dropped {n} keys")
         }
         Fault::ScriptFlush => {
-            own_redis(t)?;
+            if t.cluster.is_none() {
+                own_redis(t)?;
+            }
             redis::cmd("SCRIPT")
                 .arg("FLUSH")
                 .query_async::<()>(&mut t.engine.redis().connection())
@@ -154,6 +168,33 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
                 .await?;
             format!("dropped {n} keys; the next rebuild dies after its Redis write")
         }
+        Fault::KillSlotMaster { template } => {
+            let key = t.engine.redis().keys(template_id(t, *template)).stock;
+            let f = blocking(own_cluster(t)?, move |c| {
+                let f = c.kill_master_of(&key)?;
+                c.revive()?;
+                Ok(f)
+            })
+            .await?;
+            format!(
+                "master :{} of template {template}'s slot SIGKILLed; replica :{} took over; \
+                 the old master rejoined as its replica",
+                f.old_master, f.new_master
+            )
+        }
+        Fault::LaggingTakeover { template, lag_ms } => {
+            let key = t.engine.redis().keys(template_id(t, *template)).stock;
+            let c = own_cluster(t)?.clone();
+            let replica = blocking(&c, move |c| c.cut_replication(&key)).await?;
+            tokio::time::sleep(Duration::from_millis(*lag_ms)).await;
+            let f = blocking(&c, move |c| c.takeover(replica)).await?;
+            blocking(&c, |c| c.restore_replication()).await?;
+            format!(
+                "replication of :{} cut for {lag_ms}ms, then it took over from :{} \
+                 (CLUSTER FAILOVER TAKEOVER)",
+                f.new_master, f.old_master
+            )
+        }
     })
 }
 
@@ -161,10 +202,10 @@ fn template_id(t: &Target, index: u32) -> Uuid {
     t.templates.get(index as usize).copied().unwrap_or_default()
 }
 
-/// Runs a blocking operation on the case's own Redis off the async workers.
-async fn blocking<T: Send + 'static>(
-    r: &Arc<Mutex<LocalRedis>>,
-    f: impl FnOnce(&mut LocalRedis) -> Result<T, ProvisionError> + Send + 'static,
+/// Runs a blocking operation on the case's own Redis or cluster off the async workers.
+async fn blocking<R: Send + 'static, T: Send + 'static>(
+    r: &Arc<Mutex<R>>,
+    f: impl FnOnce(&mut R) -> Result<T, ProvisionError> + Send + 'static,
 ) -> anyhow::Result<T> {
     let r = r.clone();
     Ok(tokio::task::spawn_blocking(move || f(&mut r.blocking_lock())).await??)
@@ -179,4 +220,10 @@ fn own_redis(t: &Target) -> anyhow::Result<&Arc<Mutex<LocalRedis>>> {
     t.redis
         .as_ref()
         .ok_or_else(|| anyhow::anyhow!("this fault needs the case's own Redis"))
+}
+
+fn own_cluster(t: &Target) -> anyhow::Result<&Arc<Mutex<LocalCluster>>> {
+    t.cluster
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("this fault needs the case's own cluster"))
 }

@@ -14,6 +14,7 @@ use coupon_engine::{
     testkit::{
         Backends, TestEnv,
         local::{LocalRedis, RedisPersistence},
+        redis_cluster::LocalCluster,
         shared_backends,
     },
 };
@@ -94,7 +95,15 @@ impl CaseReport {
 /// Runs `scenario` and checks I1–I9.
 pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<CaseReport> {
     let shared = shared_backends().await?;
-    let own_redis = if scenario.faults.is_empty() {
+    let failover = scenario.faults.iter().any(|f| f.fault.needs_cluster());
+    let own_cluster = if failover {
+        let cluster =
+            tokio::task::spawn_blocking(|| LocalCluster::start(RedisPersistence::None)).await??;
+        Some(Arc::new(tokio::sync::Mutex::new(cluster)))
+    } else {
+        None
+    };
+    let own_redis = if scenario.faults.is_empty() || failover {
         None
     } else {
         // With AOF on, so the restarts that make Redis stale have something to restart from.
@@ -102,13 +111,18 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
             RedisPersistence::Aof,
         )?)))
     };
-    let backends = match &own_redis {
-        Some(r) => Arc::new(Backends::with_urls(
+    let backends = match (&own_redis, &own_cluster) {
+        (Some(r), _) => Arc::new(Backends::with_urls(
             r.lock().await.url(),
             shared.database_url.clone(),
             None,
         )),
-        None => shared,
+        (None, Some(c)) => Arc::new(Backends::with_target(
+            c.lock().await.target(),
+            shared.database_url.clone(),
+            None,
+        )),
+        (None, None) => shared,
     };
     let config = EngineConfig {
         variant: cfg.variant,
@@ -133,10 +147,17 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         );
         templates.push(engine.create_template(spec).await?.id);
     }
+    if failover {
+        // The identity the counters were built against, recorded before any fault: a
+        // deployment has it in Postgres from its previous run; a fresh namespace must not
+        // first record it after the promotion.
+        engine.check_redis_identity().await?;
+    }
     let target = Target {
         engine: engine.clone(),
         templates: templates.clone(),
         redis: own_redis.clone(),
+        cluster: own_cluster.clone(),
         database_url: env.database_url.clone(),
     };
     let recorder = Recorder::new();

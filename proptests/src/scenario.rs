@@ -79,6 +79,22 @@ pub enum Fault {
         /// Template index.
         template: u32,
     },
+    /// On the case's own cluster: SIGKILL the master owning the template's slot; its replica
+    /// takes over (writes not yet replicated are lost); the killed node is restarted and
+    /// rejoins as a replica.
+    KillSlotMaster {
+        /// Template index.
+        template: u32,
+    },
+    /// On the case's own cluster: cut the replication of the replica of the template's
+    /// master, let the case run on for `lag_ms`, then promote that lagging replica with
+    /// `CLUSTER FAILOVER TAKEOVER`: stale but present counters, on another node.
+    LaggingTakeover {
+        /// Template index.
+        template: u32,
+        /// Writes the promoted replica misses.
+        lag_ms: u64,
+    },
 }
 
 /// A template key the eviction fault deletes.
@@ -105,6 +121,16 @@ impl Fault {
                 | Self::AofLossRestart { .. }
                 | Self::EvictKey { .. }
                 | Self::AbortRebuild { .. }
+                | Self::KillSlotMaster { .. }
+                | Self::LaggingTakeover { .. }
+        )
+    }
+
+    /// True if the fault acts on a Redis Cluster of the case's own.
+    pub fn needs_cluster(&self) -> bool {
+        matches!(
+            self,
+            Self::KillSlotMaster { .. } | Self::LaggingTakeover { .. }
         )
     }
 }
@@ -230,4 +256,39 @@ pub fn scenarios(
                 faults,
             })
     })
+}
+
+/// A failover on the case's own cluster: the master of a template's slot killed, or a
+/// lagging replica promoted.
+pub fn failover(templates: u32) -> impl Strategy<Value = Fault> {
+    prop_oneof![
+        (0..templates).prop_map(|template| Fault::KillSlotMaster { template }),
+        (0..templates, 5u64..=120)
+            .prop_map(|(template, lag_ms)| Fault::LaggingTakeover { template, lag_ms }),
+    ]
+}
+
+/// Scenarios of 2–`max_processes` processes of 1–`max_ops` operations, run against a
+/// cluster of the case's own with one failover and, sometimes, claims held between the Redis
+/// admission and the batch across it (so reservations straddle the promotion).
+pub fn failover_scenarios(max_processes: usize, max_ops: usize) -> impl Strategy<Value = Scenario> {
+    (
+        scenarios(max_processes, max_ops, 0),
+        0u64..=60,
+        prop::option::of(10u64..=40),
+    )
+        .prop_flat_map(|(s, at_ms, delay)| {
+            let n = s.templates.len() as u32;
+            (Just(s), failover(n)).prop_map(move |(mut s, fault)| {
+                s.faults = delay
+                    .map(|ms| TimedFault {
+                        at_ms: 0,
+                        fault: Fault::DelayClaimAfterRedis { ms },
+                    })
+                    .into_iter()
+                    .chain([TimedFault { at_ms, fault }])
+                    .collect();
+                s
+            })
+        })
 }

@@ -107,20 +107,28 @@ impl CouponEngine {
                         // Retrying is safe: if the script did run, its recorded outcome for
                         // this request id answers the retry.
                         Err(e) if e.is_io_error() || e.is_connection_dropped() => {
+                            self.note_redis_error(&e);
                             tokio::time::sleep(RECONNECT_PAUSE).await;
-                            admit().await?
+                            admit().await.inspect_err(|e| self.note_redis_error(e))?
                         }
-                        other => other?,
+                        other => other.inspect_err(|e| self.note_redis_error(e))?,
                     }
                 }
             };
             let grant = match outcome {
                 ClaimScript::Granted(g) => g,
-                ClaimScript::StockEmpty => return Err(EngineError::StockEmpty),
+                ClaimScript::StockEmpty => {
+                    return self
+                        .recheck_refusal(template_id, request_id, user_id, EngineError::StockEmpty)
+                        .await;
+                }
                 ClaimScript::UserLimit => {
-                    return Err(EngineError::UserLimit {
+                    let refusal = EngineError::UserLimit {
                         limit: template.spec.per_user_limit,
-                    });
+                    };
+                    return self
+                        .recheck_refusal(template_id, request_id, user_id, refusal)
+                        .await;
                 }
                 ClaimScript::RequestConflict => {
                     return Err(EngineError::invalid(
@@ -275,7 +283,7 @@ impl CouponEngine {
 }
 
 /// The answer for a request id Postgres already holds.
-fn replay_of(
+pub(super) fn replay_of(
     receipt: ClaimReceipt,
     coupon_id: Uuid,
     owner: &str,

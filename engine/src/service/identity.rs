@@ -36,13 +36,14 @@ impl CouponEngine {
     /// changed, rebuilds every live template from Postgres before recording the new one.
     /// Returns true when a change was found.
     pub async fn check_redis_identity(&self) -> EngineResult<bool> {
-        let run_id = self.inner.redis.run_id().await?;
+        let run_id = self.inner.redis.identity().await?;
         let ns = self.inner.redis.namespace();
         let recorded = postgres::redis_identity(&self.inner.pg, ns).await?;
         if recorded.as_deref() == Some(run_id.as_str()) {
             return Ok(false);
         }
         if let Some(old) = &recorded {
+            self.suspect_redis();
             tracing::warn!(namespace = ns, old = %old, new = %run_id,
                 "redis restarted or failed over: rebuilding live templates before trusting its counters");
             for id in postgres::live_template_ids(&self.inner.pg).await? {

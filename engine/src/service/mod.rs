@@ -10,6 +10,7 @@ mod rebuild;
 mod reconcile;
 mod redeem;
 mod refund;
+mod suspect;
 
 use std::{
     collections::HashMap,
@@ -70,6 +71,8 @@ struct Inner {
     failpoints: Failpoints,
     /// Async mode: acknowledged claims Postgres refused (lost acknowledgements).
     acks_refused: AtomicU64,
+    /// Until when (ms since the Unix epoch) Redis refusals are checked against Postgres.
+    redis_suspect_until: AtomicU64,
 }
 
 impl std::fmt::Debug for Inner {
@@ -111,6 +114,7 @@ impl CouponEngine {
                 shutdown: Mutex::new(None),
                 failpoints: Failpoints::default(),
                 acks_refused: AtomicU64::new(0),
+                redis_suspect_until: AtomicU64::new(0),
             }
         });
         if let Ok(mut slot) = inner.shutdown.try_lock() {
@@ -122,9 +126,10 @@ impl CouponEngine {
         Self { inner }
     }
 
-    /// Connects to Redis and Postgres, applies migrations and builds the engine.
+    /// Connects to Redis (one node or a cluster) and Postgres, applies migrations and builds
+    /// the engine.
     pub async fn connect(
-        redis_url: &str,
+        redis: &crate::RedisTarget,
         database_url: &str,
         max_db_connections: u32,
         config: EngineConfig,
@@ -138,7 +143,7 @@ impl CouponEngine {
             .run(&pg)
             .await
             .map_err(|e| EngineError::Unavailable(format!("migrations failed: {e}")))?;
-        let redis = RedisStore::connect(redis_url, &config.namespace).await?;
+        let redis = RedisStore::connect_to(redis, &config.namespace).await?;
         Ok(Self::new(pg, redis, config))
     }
 

@@ -80,8 +80,11 @@ impl CouponEngine {
         let status: String = row.try_get("status")?;
         let status = CouponStatus::parse(&status)
             .ok_or_else(|| EngineError::Unavailable("unknown coupon status".into()))?;
+        // clock_timestamp(), not now(): a refund that began before the redemption it undoes
+        // waited for that redemption's row lock, so its transaction started earlier than the
+        // use it records undoing (the auditor's I5 saw "refunded before it was used").
         let undone = sqlx::query(
-            "UPDATE coupon_use_log SET undone = true, undone_at = now() \
+            "UPDATE coupon_use_log SET undone = true, undone_at = clock_timestamp() \
              WHERE coupon_id = $1 AND order_id = $2 AND NOT undone",
         )
         .bind(coupon_id)

@@ -2,6 +2,8 @@
 //! Stores know nothing of HTTP; the service composes them.
 
 pub mod arbiter;
+pub mod cluster_nodes;
 pub mod keys;
 pub mod postgres;
 pub mod redis;
+pub mod redis_conn;

@@ -2,10 +2,13 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use redis::{RedisError, RedisResult, Script, Value, aio::ConnectionManager};
+use redis::{FromRedisValue, Pipeline, RedisError, RedisResult, Script, Value};
 use uuid::Uuid;
 
-use super::keys::{TemplateKeys, coupon_lock};
+use super::{
+    keys::{TemplateKeys, coupon_lock},
+    redis_conn::{RedisConn, RedisTarget, delete_matching},
+};
 
 /// The field that marks a `claimed` hash as built by a rebuild (never a valid user id).
 pub const CLAIMED_BUILT: &str = "";
@@ -121,10 +124,10 @@ type SnapshotReply = (
     HashMap<String, String>,
 );
 
-/// The Redis store: one multiplexed connection manager, cheap to clone.
+/// The Redis store: one multiplexed connection (to a node or a cluster), cheap to clone.
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: ConnectionManager,
+    conn: RedisConn,
     namespace: Arc<str>,
     scripts: Arc<Scripts>,
 }
@@ -138,19 +141,23 @@ impl std::fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// Connects to `url`; every key is prefixed with `namespace`.
+    /// Connects to the Redis at `url`; every key is prefixed with `namespace`.
     pub async fn connect(url: &str, namespace: &str) -> RedisResult<Self> {
-        let client = redis::Client::open(url)?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_number_of_retries(2);
-        let conn = ConnectionManager::new_with_config(client, config).await?;
+        Self::connect_to(&RedisTarget::Node(url.to_owned()), namespace).await
+    }
+
+    /// Connects to `target` (one node or a cluster); every key is prefixed with `namespace`.
+    pub async fn connect_to(target: &RedisTarget, namespace: &str) -> RedisResult<Self> {
         Ok(Self {
-            conn,
+            conn: RedisConn::open(target).await?,
             namespace: namespace.into(),
             scripts: Arc::new(Scripts::load()),
         })
+    }
+
+    /// True when connected to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.conn, RedisConn::Cluster(..))
     }
 
     /// The namespace of this store's keys.
@@ -164,7 +171,7 @@ impl RedisStore {
     }
 
     /// A connection for commands outside the engine's own (admin, tests).
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> RedisConn {
         self.conn.clone()
     }
 
@@ -396,7 +403,7 @@ impl RedisStore {
                     .arg(c.ttl_ms.max(1))
                     .ignore();
             }
-            pipe.query_async::<()>(&mut self.conn.clone()).await?;
+            self.pipe_on::<()>(&k.stock, &pipe).await?;
         }
         Ok(())
     }
@@ -413,27 +420,23 @@ impl RedisStore {
     /// (stock, epoch and the built marker of `claimed` all present).
     pub async fn complete_epoch(&self, template: Uuid) -> RedisResult<Option<i64>> {
         let k = self.keys(template);
-        let (stock, epoch, built): (Option<i64>, Option<i64>, bool) = redis::pipe()
-            .atomic()
-            .get(&k.stock)
-            .get(&k.epoch)
-            .hexists(&k.claimed, CLAIMED_BUILT)
-            .query_async(&mut self.conn.clone())
+        let (stock, epoch, built): (Option<i64>, Option<i64>, bool) = self
+            .pipe_on(
+                &k.stock,
+                redis::pipe()
+                    .atomic()
+                    .get(&k.stock)
+                    .get(&k.epoch)
+                    .hexists(&k.claimed, CLAIMED_BUILT),
+            )
             .await?;
         Ok(epoch.filter(|_| stock.is_some() && built))
     }
 
-    /// The server's `run_id`: another one means a restart or a failover, and with it
-    /// possibly stale state.
-    pub async fn run_id(&self) -> RedisResult<String> {
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query_async(&mut self.conn.clone())
-            .await?;
-        info.lines()
-            .find_map(|l| l.strip_prefix("run_id:"))
-            .map(|id| id.trim().to_owned())
-            .ok_or_else(|| bad_reply("INFO server has no run_id"))
+    /// Which Redis this is (see [`RedisConn::identity`]): another answer means a restart or
+    /// a failover, and with it possibly stale state.
+    pub async fn identity(&self) -> RedisResult<String> {
+        self.conn.clone().identity().await
     }
 
     /// The eviction policy, if the server lets us read it (managed services may not).
@@ -449,13 +452,16 @@ impl RedisStore {
     /// Everything Redis holds about `template` (one MULTI round trip).
     pub async fn snapshot(&self, template: Uuid) -> RedisResult<RedisSnapshot> {
         let k = self.keys(template);
-        let (stock, epoch, claimed, pending): SnapshotReply = redis::pipe()
-            .atomic()
-            .get(&k.stock)
-            .get(&k.epoch)
-            .hgetall(&k.claimed)
-            .hgetall(&k.pending)
-            .query_async(&mut self.conn.clone())
+        let (stock, epoch, claimed, pending): SnapshotReply = self
+            .pipe_on(
+                &k.stock,
+                redis::pipe()
+                    .atomic()
+                    .get(&k.stock)
+                    .get(&k.epoch)
+                    .hgetall(&k.claimed)
+                    .hgetall(&k.pending),
+            )
             .await?;
         let pending = pending
             .into_iter()
@@ -471,37 +477,33 @@ impl RedisStore {
         })
     }
 
+    /// Runs a pipeline (or MULTI) whose keys share `key`'s slot. The cluster client follows
+    /// MOVED for a single command but not inside a pipeline: after a failover the old master
+    /// refuses it, so each retry is preceded by one command on `key`, which the client
+    /// redirects and rebuilds its slot map from. Only idempotent pipelines come here.
+    async fn pipe_on<T: FromRedisValue>(&self, key: &str, pipe: &Pipeline) -> RedisResult<T> {
+        let mut conn = self.conn.clone();
+        let mut attempt = 0u64;
+        loop {
+            match pipe.query_async(&mut conn).await {
+                Err(e) if self.is_cluster() && attempt < 5 => {
+                    attempt += 1;
+                    tracing::debug!(error = %e, attempt, "pipeline refused by the cluster; following the slot");
+                    let _ = redis::cmd("EXISTS")
+                        .arg(key)
+                        .query_async::<i64>(&mut conn)
+                        .await;
+                    tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Deletes every key of `template` (as a Redis restart without persistence would).
     /// Used by tests and the nemesis; never FLUSHALL a shared Redis.
     pub async fn drop_template_keys(&self, template: Uuid) -> RedisResult<usize> {
         delete_matching(&mut self.conn.clone(), &self.keys(template).pattern()).await
-    }
-}
-
-/// Deletes all keys matching `pattern` with SCAN + UNLINK; returns how many.
-pub async fn delete_matching(conn: &mut ConnectionManager, pattern: &str) -> RedisResult<usize> {
-    let mut cursor: u64 = 0;
-    let mut deleted = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(conn)
-            .await?;
-        if !keys.is_empty() {
-            deleted += keys.len();
-            redis::cmd("UNLINK")
-                .arg(&keys)
-                .query_async::<i64>(conn)
-                .await?;
-        }
-        if next == 0 {
-            return Ok(deleted);
-        }
-        cursor = next;
     }
 }
 

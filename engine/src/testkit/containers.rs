@@ -42,7 +42,7 @@ pub(super) async fn start() -> Result<Backends, ProvisionError> {
     let redis_port = redis.get_host_port_ipv4(6379).await.map_err(|e| err(&e))?;
     let pg_port = pg.get_host_port_ipv4(5432).await.map_err(|e| err(&e))?;
     Ok(Backends::assembled(
-        format!("redis://127.0.0.1:{redis_port}/"),
+        crate::RedisTarget::Node(format!("redis://127.0.0.1:{redis_port}/")),
         format!("postgres://postgres:postgres@127.0.0.1:{pg_port}/postgres"),
         Way::Containers,
         vec![Box::new(redis), Box::new(pg)],

@@ -7,7 +7,13 @@ use sqlx::{Connection, Executor, PgConnection, postgres::PgConnectOptions};
 use uuid::Uuid;
 
 use super::{Backends, ProvisionError, shared_backends};
-use crate::{CouponEngine, EngineConfig, MIGRATOR, store::redis::RedisStore};
+use crate::{
+    CouponEngine, EngineConfig, MIGRATOR, RedisTarget,
+    store::{
+        redis::RedisStore,
+        redis_conn::{RedisConn, delete_matching},
+    },
+};
 
 /// An engine on a fresh database and namespace.
 #[derive(Debug)]
@@ -16,8 +22,8 @@ pub struct TestEnv {
     pub engine: CouponEngine,
     /// URL of this environment's own database.
     pub database_url: String,
-    /// Redis URL.
-    pub redis_url: String,
+    /// Redis: one node or a cluster.
+    pub redis: RedisTarget,
     /// This environment's Redis namespace.
     pub namespace: String,
     admin_url: String,
@@ -58,14 +64,14 @@ impl TestEnv {
             .connect_with(opts.database(&database))
             .await
             .map_err(|e| setup(&e))?;
-        let redis = RedisStore::connect(&backends.redis_url, &config.namespace)
+        let redis = RedisStore::connect_to(&backends.redis, &config.namespace)
             .await
             .map_err(|e| setup(&e))?;
         let namespace = config.namespace.clone();
         Ok(Self {
             engine: CouponEngine::new(pool, redis, config),
             database_url,
-            redis_url: backends.redis_url.clone(),
+            redis: backends.redis.clone(),
             namespace,
             admin_url: backends.database_url.clone(),
             database,
@@ -85,7 +91,7 @@ impl TestEnv {
             .connect(&self.database_url)
             .await
             .map_err(|e| setup(&e))?;
-        let redis = RedisStore::connect(&self.redis_url, &config.namespace)
+        let redis = RedisStore::connect_to(&self.redis, &config.namespace)
             .await
             .map_err(|e| setup(&e))?;
         Ok(CouponEngine::new(pool, redis, config))
@@ -96,7 +102,7 @@ impl Drop for TestEnv {
     fn drop(&mut self) {
         let admin = self.admin_url.clone();
         let database = self.database.clone();
-        let redis_url = self.redis_url.clone();
+        let redis = self.redis.clone();
         let pattern = format!("{}:*", self.namespace);
         // Drop cannot await: clean up on a thread with its own small runtime, and wait.
         let cleanup = std::thread::spawn(move || {
@@ -114,10 +120,8 @@ impl Drop for TestEnv {
                         )))
                         .await;
                 }
-                if let Ok(client) = redis::Client::open(redis_url)
-                    && let Ok(mut conn) = client.get_connection_manager().await
-                {
-                    let _ = crate::store::redis::delete_matching(&mut conn, &pattern).await;
+                if let Ok(mut conn) = RedisConn::open(&redis).await {
+                    let _ = delete_matching(&mut conn, &pattern).await;
                 }
             });
         });

@@ -20,6 +20,19 @@ pub fn free_port() -> Result<u16, ProvisionError> {
         .port())
 }
 
+/// `n` distinct free loopback ports (all bound at once, then released: one at a time, the
+/// kernel may hand the same port out twice).
+pub fn free_ports(n: usize) -> Result<Vec<u16>, ProvisionError> {
+    let local = |e: std::io::Error| ProvisionError::Local(e.to_string());
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").map_err(local))
+        .collect::<Result<Vec<_>, _>>()?;
+    listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()).map_err(local))
+        .collect()
+}
+
 pub(crate) fn find_binary(name: &str) -> Option<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())

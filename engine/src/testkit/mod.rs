@@ -5,6 +5,9 @@
 //! 3. local `redis-server` and `initdb`/`pg_ctl` on free loopback ports;
 //! 4. otherwise one error naming the three ways.
 //!
+//! `COUPON_REDIS_CLUSTER=local` replaces the Redis of ways 1–3 with a Redis Cluster of the
+//! process's own (3 masters + 3 replicas, [`redis_cluster::LocalCluster`]).
+//!
 //! Every [`TestEnv`] gets its own Postgres database (copied from a migrated template
 //! database, so it is fast) and its own Redis namespace, so tests run in parallel on
 //! shared servers and clean up after themselves.
@@ -13,6 +16,7 @@ mod containers;
 mod env;
 pub mod images;
 pub mod local;
+pub mod redis_cluster;
 pub mod redis_server;
 
 pub use env::TestEnv;
@@ -20,6 +24,8 @@ pub use env::TestEnv;
 use std::sync::Arc;
 
 use tokio::sync::OnceCell;
+
+use crate::store::redis_conn::RedisTarget;
 
 /// Why no backends could be provisioned.
 #[derive(Debug, thiserror::Error)]
@@ -55,8 +61,8 @@ pub enum Way {
 
 /// A Redis and a Postgres server (the admin URL of the latter), kept alive by guards.
 pub struct Backends {
-    /// Redis URL.
-    pub redis_url: String,
+    /// Redis: one node or a cluster.
+    pub redis: RedisTarget,
     /// URL of a Postgres database with rights to create databases.
     pub database_url: String,
     /// Which way provided them.
@@ -67,7 +73,7 @@ pub struct Backends {
 impl std::fmt::Debug for Backends {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Backends")
-            .field("redis_url", &self.redis_url)
+            .field("redis", &self.redis)
             .field("database_url", &self.database_url)
             .field("way", &self.way)
             .finish_non_exhaustive()
@@ -75,8 +81,39 @@ impl std::fmt::Debug for Backends {
 }
 
 impl Backends {
-    /// Provisions backends the first way that works (see the module docs).
+    /// Provisions backends the first way that works (see the module docs), on a cluster of
+    /// this process's own when `COUPON_REDIS_CLUSTER=local`.
     pub async fn provision() -> Result<Self, ProvisionError> {
+        let backends = Self::provision_standalone().await?;
+        match std::env::var("COUPON_REDIS_CLUSTER").as_deref() {
+            Ok("local") => backends.on_local_cluster().await,
+            Ok("") | Err(_) => Ok(backends),
+            Ok(other) => Err(ProvisionError::Setup(format!(
+                "COUPON_REDIS_CLUSTER={other:?}: the only value is \"local\""
+            ))),
+        }
+    }
+
+    /// These backends with their Redis replaced by a new [`redis_cluster::LocalCluster`]
+    /// (no persistence), kept alive as long as they are.
+    pub async fn on_local_cluster(mut self) -> Result<Self, ProvisionError> {
+        let cluster = tokio::task::spawn_blocking(|| {
+            redis_cluster::LocalCluster::start(redis_server::RedisPersistence::None)
+        })
+        .await
+        .map_err(|e| ProvisionError::Local(e.to_string()))??;
+        self.redis = cluster.target();
+        self._guards.push(Box::new(cluster));
+        Ok(self)
+    }
+
+    /// The Redis URL of a single-node target, or the first seed of a cluster (for tools
+    /// that speak to one server).
+    pub fn redis_url(&self) -> &str {
+        self.redis.first_url()
+    }
+
+    async fn provision_standalone() -> Result<Self, ProvisionError> {
         let mut tried = Vec::new();
         match Self::from_env() {
             Some(b) => return Ok(b),
@@ -98,7 +135,7 @@ impl Backends {
         let redis_url = std::env::var("COUPON_REDIS_URL").ok()?;
         let database_url = std::env::var("COUPON_DATABASE_URL").ok()?;
         Some(Self {
-            redis_url,
+            redis: RedisTarget::Node(redis_url),
             database_url,
             way: Way::Env,
             _guards: Vec::new(),
@@ -115,7 +152,7 @@ impl Backends {
         let redis = local::LocalRedis::start()?;
         let pg = local::LocalPostgres::start()?;
         Ok(Self {
-            redis_url: redis.url(),
+            redis: RedisTarget::Node(redis.url()),
             database_url: pg.url(),
             way: Way::Local,
             _guards: vec![Box::new(redis), Box::new(pg)],
@@ -129,23 +166,28 @@ impl Backends {
         database_url: String,
         guard: Option<Box<dyn Send + Sync>>,
     ) -> Self {
-        Self::assembled(
-            redis_url,
-            database_url,
-            Way::Env,
-            guard.into_iter().collect(),
-        )
+        Self::with_target(RedisTarget::Node(redis_url), database_url, guard)
+    }
+
+    /// Backends on the given Redis (e.g. a case's own [`redis_cluster::LocalCluster`]) and
+    /// Postgres, with `guard` kept alive as long as they are.
+    pub fn with_target(
+        redis: RedisTarget,
+        database_url: String,
+        guard: Option<Box<dyn Send + Sync>>,
+    ) -> Self {
+        Self::assembled(redis, database_url, Way::Env, guard.into_iter().collect())
     }
 
     /// Assembles backends from parts (used by the container way).
     pub(crate) fn assembled(
-        redis_url: String,
+        redis: RedisTarget,
         database_url: String,
         way: Way,
         guards: Vec<Box<dyn Send + Sync>>,
     ) -> Self {
         Self {
-            redis_url,
+            redis,
             database_url,
             way,
             _guards: guards,

@@ -121,7 +121,7 @@ pub(crate) async fn redis_claim_script(
     let n = ((calibration * seconds as f64) as u64).max(5_000);
     let (rps, p50, p99) = run_redis_benchmark(&args(n))?;
     let pattern = format!("{ns}:*");
-    coupon_engine::store::redis::delete_matching(conn, &pattern).await?;
+    coupon_engine::store::redis_conn::delete_matching_on(conn, &pattern).await?;
     Ok(Row {
         key: key.into(),
         what: what.into(),

@@ -36,13 +36,13 @@ pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
     let backends = shared_backends()
         .await
         .context("provisioning Redis and Postgres")?;
-    let endpoints = Endpoints::parse(&backends.redis_url, &backends.database_url)?;
+    let endpoints = Endpoints::parse(backends.redis_url(), &backends.database_url)?;
     let dir = report_dir(&cli.report_dir, started)?;
     let scratch = dir.join("scratch");
     let mut rows: Vec<Row> = Vec::new();
 
     phase("bench", "anchors: redis-benchmark EVALSHA of claim.lua");
-    let mut conn = redis::Client::open(backends.redis_url.as_str())?
+    let mut conn = redis::Client::open(backends.redis_url())?
         .get_connection_manager()
         .await
         .context("connecting to Redis")?;

@@ -13,7 +13,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use anyhow::Context;
 use coupon_engine::{
-    CouponEngine, EngineConfig, Persistence, Variant,
+    CouponEngine, EngineConfig, Persistence, RedisTarget, Variant,
     http::{AppState, serve},
 };
 use tracing_subscriber::EnvFilter;
@@ -29,13 +29,20 @@ pub struct ServerArgs {
     /// Address to listen on.
     #[arg(long, env = "COUPON_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// Redis URL.
+    /// Redis URL (one server; ignored when --redis-cluster-nodes is set).
     #[arg(
         long,
         env = "COUPON_REDIS_URL",
         default_value = "redis://127.0.0.1:6379/"
     )]
     redis_url: String,
+    /// Redis Cluster mode: comma-separated redis:// seed nodes (any reachable subset of the
+    /// cluster), e.g. redis://10.0.0.1:7000/,redis://10.0.0.2:7000/. Each template's keys
+    /// share one hash slot; MOVED/ASK and failovers are followed by the client, and a
+    /// promoted or restarted master (a new run_id) has the live templates rebuilt from
+    /// Postgres.
+    #[arg(long, env = "COUPON_REDIS_CLUSTER_NODES")]
+    redis_cluster_nodes: Option<String>,
     /// Postgres URL (the database must exist; migrations are applied).
     #[arg(
         long,
@@ -129,14 +136,14 @@ pub async fn run(args: ServerArgs, variant: Variant) -> anyhow::Result<()> {
         variant,
         ..EngineConfig::default()
     };
-    let engine = CouponEngine::connect(
-        &args.redis_url,
-        &args.database_url,
-        args.db_pool_size,
-        config,
-    )
-    .await
-    .context("connecting to Redis and Postgres")?;
+    let redis = match args.redis_cluster_nodes.as_deref() {
+        Some(nodes) if !nodes.trim().is_empty() => RedisTarget::cluster_from_list(nodes),
+        _ => RedisTarget::Node(args.redis_url.clone()),
+    };
+    tracing::info!(redis = %redis, "connecting");
+    let engine = CouponEngine::connect(&redis, &args.database_url, args.db_pool_size, config)
+        .await
+        .context("connecting to Redis and Postgres")?;
     if let Some(risk) = engine.redis_eviction_risk().await {
         tracing::warn!("{risk}");
     }

@@ -1,0 +1,86 @@
+//! A Redis that may just have lost writes (docs/ARCHITECTURE.md, "A Redis that lies"): across
+//! a failover, the promoted replica can lack the recorded outcome of a claim that Postgres
+//! granted, while its counters already say "sold out" or "at the limit". A retry of that
+//! claim would then be refused by Redis alone, though the client holds the coupon (I7).
+//! While Redis is suspect — for a while after it timed out or dropped a claim's connection,
+//! or after its identity changed — a refusal is checked against Postgres before it is
+//! answered. Outside that window refusals stay one Redis round trip.
+
+use std::{
+    sync::atomic::Ordering,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use redis::RedisError;
+use uuid::Uuid;
+
+use super::{ClaimReceipt, CouponEngine};
+use crate::{
+    error::EngineResult,
+    store::{arbiter, postgres},
+};
+
+/// How long Redis stays suspect after the last sign of trouble: longer than a failover
+/// takes to be noticed and rebuilt (node timeout, election, identity check, rebuild).
+const SUSPECT_FOR: Duration = Duration::from_secs(15);
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl CouponEngine {
+    /// Marks Redis suspect from now on, for [`SUSPECT_FOR`].
+    pub(super) fn suspect_redis(&self) {
+        let until = now_ms() + SUSPECT_FOR.as_millis() as u64;
+        self.inner
+            .redis_suspect_until
+            .fetch_max(until, Ordering::Relaxed);
+    }
+
+    /// Marks Redis suspect if `e` is the kind of error a dying or failing-over server gives.
+    pub(super) fn note_redis_error(&self, e: &RedisError) {
+        if e.is_timeout() || e.is_io_error() || e.is_connection_dropped() {
+            self.suspect_redis();
+        }
+    }
+
+    fn redis_suspect(&self) -> bool {
+        now_ms() < self.inner.redis_suspect_until.load(Ordering::Relaxed)
+    }
+
+    /// A refusal from Redis, answered as the coupon the request id already holds in
+    /// Postgres if Redis is suspect and it holds one.
+    pub(super) async fn recheck_refusal(
+        &self,
+        template_id: Uuid,
+        request_id: &str,
+        user_id: &str,
+        refusal: crate::EngineError,
+    ) -> EngineResult<ClaimReceipt> {
+        if !self.redis_suspect() {
+            return Err(refusal);
+        }
+        // As a sync replay does (claim.rs): read on one connection and pass the batches'
+        // durability barrier on it before answering with what it read.
+        let mut conn = self.inner.pg.acquire().await?;
+        let stored = postgres::claim_by_request(&mut conn, template_id, request_id).await?;
+        arbiter::wait_durable(&mut conn).await?;
+        drop(conn);
+        match stored {
+            Some((coupon_id, owner)) => super::claim::replay_of(
+                ClaimReceipt {
+                    coupon_id,
+                    template_id,
+                    remaining_stock: 0,
+                    replay: true,
+                },
+                coupon_id,
+                &owner,
+                user_id,
+            ),
+            None => Err(refusal),
+        }
+    }
+}

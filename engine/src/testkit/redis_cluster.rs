@@ -1,0 +1,497 @@
+//! A Redis Cluster of this process's own: 3 masters and 3 replicas from the machine's
+//! `redis-server`, on free loopback ports in temp dirs, created with
+//! `redis-cli --cluster create` and killed (by pid) on drop. The failover faults act on it:
+//! SIGKILL of the master owning a slot (its replica takes over), and `CLUSTER FAILOVER
+//! TAKEOVER` on a replica whose replication was cut (a lagging replica promoted).
+//!
+//! Replicas authenticate to their master as the ACL user `repl`; cutting replication turns
+//! that user off on the master and kills its links, so the replica cannot catch up until
+//! [`LocalCluster::restore_replication`].
+
+use std::{
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use redis::{ConnectionLike, FromRedisValue};
+
+use super::{
+    ProvisionError,
+    local::{find_binary, free_ports, wait_for_port, watchdog},
+    redis_server::RedisPersistence,
+};
+use crate::store::{
+    cluster_nodes::{self, ClusterNode},
+    redis_conn::RedisTarget,
+};
+
+const MASTERS: usize = 3;
+const REPL_USER: &str = "repl";
+const REPL_PASSWORD: &str = "coupon-testkit-repl";
+/// Short, so a failover takes a couple of seconds; long enough that a busy 2-core machine
+/// does not fail nodes over by itself.
+const NODE_TIMEOUT_MS: u64 = 1000;
+const WAIT: Duration = Duration::from_secs(30);
+
+fn local(e: impl std::fmt::Display) -> ProvisionError {
+    ProvisionError::Local(e.to_string())
+}
+
+/// One node: its process (None while killed), client and bus ports, and data dir.
+#[derive(Debug)]
+struct Node {
+    child: Option<Child>,
+    port: u16,
+    bus: u16,
+    dir: tempfile::TempDir,
+}
+
+/// What a failover did, for the nemesis log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failover {
+    /// The port of the master that lost its slots.
+    pub old_master: u16,
+    /// The port of the replica promoted in its place.
+    pub new_master: u16,
+}
+
+/// A cluster of 3 masters + 3 replicas this process started; killed on drop.
+#[derive(Debug)]
+pub struct LocalCluster {
+    nodes: Vec<Node>,
+    persistence: RedisPersistence,
+}
+
+impl LocalCluster {
+    /// Starts 6 nodes, joins them into a cluster with one replica per master, and waits until
+    /// every node reports `cluster_state:ok` and every replica is in sync.
+    pub fn start(persistence: RedisPersistence) -> Result<Self, ProvisionError> {
+        // Another process may take a free port before redis-server binds it: try again on
+        // other ports (the nodes already started are killed on drop).
+        let mut last = None;
+        for _ in 0..3 {
+            match Self::start_once(persistence) {
+                Ok(c) => return Ok(c),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| local("cluster not started")))
+    }
+
+    fn start_once(persistence: RedisPersistence) -> Result<Self, ProvisionError> {
+        let mut cluster = Self {
+            nodes: Vec::new(),
+            persistence,
+        };
+        // The bus ports are chosen too: the default (port + 10000) may not exist.
+        let ports = free_ports(MASTERS * 4)?;
+        for pair in ports.chunks(2) {
+            let dir = tempfile::tempdir().map_err(local)?;
+            let (port, bus) = (pair[0], pair[1]);
+            let child = spawn(port, bus, dir.path(), persistence)?;
+            cluster.nodes.push(Node {
+                child: Some(child),
+                port,
+                bus,
+                dir,
+            });
+        }
+        for n in &cluster.nodes {
+            wait_for_port(n.port, Duration::from_secs(10))?;
+        }
+        let cli = find_binary("redis-cli")
+            .ok_or_else(|| ProvisionError::Local("redis-cli not found in PATH".into()))?;
+        let out = Command::new(cli)
+            .arg("--cluster")
+            .arg("create")
+            .args(
+                cluster
+                    .nodes
+                    .iter()
+                    .map(|n| format!("127.0.0.1:{}", n.port)),
+            )
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| local(format!("redis-cli --cluster create: {e}")))?;
+        if !out.status.success() {
+            return Err(local(format!(
+                "redis-cli --cluster create failed: {}",
+                String::from_utf8_lossy(&out.stdout)
+            )));
+        }
+        cluster.wait_healthy()?;
+        Ok(cluster)
+    }
+
+    /// Seed node URLs (every node).
+    pub fn seeds(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}/", n.port))
+            .collect()
+    }
+
+    /// The cluster as a target for the engine.
+    pub fn target(&self) -> RedisTarget {
+        RedisTarget::Cluster(self.seeds())
+    }
+
+    /// Process ids of the running nodes.
+    pub fn pids(&self) -> Vec<u32> {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.child.as_ref().map(Child::id))
+            .collect()
+    }
+
+    /// The port of the master owning `key`'s slot, and of its replica (None while it has
+    /// none, e.g. after a failover until the old master rejoins).
+    pub fn owners(&self, key: &str) -> Result<(u16, Option<u16>), ProvisionError> {
+        let mut c = self.any_live()?;
+        let slot: i64 = query(&mut c, redis::cmd("CLUSTER").arg("KEYSLOT").arg(key))?;
+        let view = self.view()?;
+        let master = view
+            .iter()
+            .find(|n| is_master(n) && n.serves(slot))
+            .ok_or_else(|| local(format!("no master owns slot {slot}")))?;
+        let replica = view
+            .iter()
+            .find(|n| n.replica_of.as_deref() == Some(master.id.as_str()))
+            .map(|r| r.port);
+        Ok((master.port, replica))
+    }
+
+    /// [`Self::owners`] when the master must have a replica.
+    fn master_and_replica(&self, key: &str) -> Result<(u16, u16), ProvisionError> {
+        match self.owners(key)? {
+            (master, Some(replica)) => Ok((master, replica)),
+            (master, None) => Err(local(format!("master :{master} has no replica"))),
+        }
+    }
+
+    /// SIGKILLs the master owning `key`'s slot and waits until its replica has taken over
+    /// and the cluster is ok again; the killed node stays down until [`Self::revive`].
+    pub fn kill_master_of(&mut self, key: &str) -> Result<Failover, ProvisionError> {
+        let (master, replica) = self.master_and_replica(key)?;
+        let node = self.node_mut(master)?;
+        if let Some(mut child) = node.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.wait_master(replica)?;
+        self.wait_state_ok()?;
+        Ok(Failover {
+            old_master: master,
+            new_master: replica,
+        })
+    }
+
+    /// Restarts every killed node on its port and dir: it rejoins (from `nodes.conf`) as a
+    /// replica of whoever took its slots, and resyncs from it.
+    pub fn revive(&mut self) -> Result<(), ProvisionError> {
+        let persistence = self.persistence;
+        let mut revived = Vec::new();
+        for n in &mut self.nodes {
+            if n.child.is_none() {
+                n.child = Some(spawn(n.port, n.bus, n.dir.path(), persistence)?);
+                wait_for_port(n.port, Duration::from_secs(10))?;
+                revived.push(n.port);
+            }
+        }
+        // It starts as the master it was (nodes.conf) until gossip tells it otherwise.
+        for port in revived {
+            self.wait_replica(port)?;
+        }
+        self.wait_healthy()
+    }
+
+    /// Waits until every live node sees the node at `port` as a replica and its link is up.
+    fn wait_replica(&self, port: u16) -> Result<(), ProvisionError> {
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            let seen = self.nodes.iter().filter(|n| n.child.is_some()).all(|n| {
+                view_from(n.port)
+                    .is_ok_and(|v| v.iter().any(|x| x.port == port && x.replica_of.is_some()))
+            });
+            if seen
+                && info_field(port, "replication", "master_link_status")?.as_deref() == Some("up")
+            {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(local(format!(
+            ":{port} did not rejoin as a replica within {WAIT:?}"
+        )))
+    }
+
+    /// Cuts the replication of the replica of `key`'s master: the master refuses its
+    /// replication user and drops its links, so the replica falls behind. Returns the
+    /// replica's port.
+    pub fn cut_replication(&self, key: &str) -> Result<u16, ProvisionError> {
+        let (master, replica) = self.master_and_replica(key)?;
+        let mut m = connect(master)?;
+        query::<()>(
+            &mut m,
+            redis::cmd("ACL").arg("SETUSER").arg(REPL_USER).arg("off"),
+        )?;
+        query::<i64>(
+            &mut m,
+            redis::cmd("CLIENT").arg("KILL").arg("USER").arg(REPL_USER),
+        )?;
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            if info_field(replica, "replication", "master_link_status")?.as_deref() == Some("down")
+            {
+                return Ok(replica);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Err(local(format!("replica :{replica} kept its link")))
+    }
+
+    /// `CLUSTER FAILOVER TAKEOVER` on the replica at `port` (which may lag): it takes its
+    /// master's slots without the master's agreement; the old master turns into its replica
+    /// and drops whatever it had that the new one lacks.
+    pub fn takeover(&self, port: u16) -> Result<Failover, ProvisionError> {
+        let view = self.view()?;
+        let old_master = view
+            .iter()
+            .find(|n| n.port == port)
+            .and_then(|n| n.replica_of.as_deref())
+            .and_then(|id| view.iter().find(|m| m.id == id))
+            .map(|m| m.port)
+            .ok_or_else(|| local(format!(":{port} is not a replica")))?;
+        query::<()>(
+            &mut connect(port)?,
+            redis::cmd("CLUSTER").arg("FAILOVER").arg("TAKEOVER"),
+        )?;
+        self.wait_master(port)?;
+        self.wait_state_ok()?;
+        Ok(Failover {
+            old_master,
+            new_master: port,
+        })
+    }
+
+    /// Lets replicas authenticate again (on every live node: roles may have flipped) and
+    /// waits until every replica is in sync.
+    pub fn restore_replication(&self) -> Result<(), ProvisionError> {
+        for n in self.nodes.iter().filter(|n| n.child.is_some()) {
+            query::<()>(
+                &mut connect(n.port)?,
+                redis::cmd("ACL").arg("SETUSER").arg(REPL_USER).arg("on"),
+            )?;
+        }
+        self.wait_healthy()
+    }
+
+    /// Waits until every live node says `cluster_state:ok`, the live nodes agree on 3
+    /// masters with all 16384 slots, and every live replica's link is up.
+    pub fn wait_healthy(&self) -> Result<(), ProvisionError> {
+        self.wait_state_ok()?;
+        let deadline = Instant::now() + WAIT;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            match self.replicas_in_sync() {
+                Ok(true) => return Ok(()),
+                Ok(false) => last = "a replica is not in sync".into(),
+                Err(e) => last = e.to_string(),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(local(format!(
+            "cluster not healthy within {WAIT:?}: {last}"
+        )))
+    }
+
+    fn replicas_in_sync(&self) -> Result<bool, ProvisionError> {
+        for n in self.nodes.iter().filter(|n| n.child.is_some()) {
+            if info_field(n.port, "replication", "role")?.as_deref() == Some("slave")
+                && info_field(n.port, "replication", "master_link_status")?.as_deref() != Some("up")
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn wait_state_ok(&self) -> Result<(), ProvisionError> {
+        let deadline = Instant::now() + WAIT;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            let ok = self.nodes.iter().filter(|n| n.child.is_some()).all(|n| {
+                match info_like(n.port, "CLUSTER", "INFO") {
+                    Ok(info) => {
+                        let ok = field(&info, "cluster_state").as_deref() == Some("ok")
+                            && field(&info, "cluster_slots_ok").as_deref() == Some("16384");
+                        if !ok {
+                            last = format!(":{} {info}", n.port);
+                        }
+                        ok
+                    }
+                    Err(e) => {
+                        last = e.to_string();
+                        false
+                    }
+                }
+            });
+            if ok {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(local(format!(
+            "cluster_state not ok within {WAIT:?}: {last}"
+        )))
+    }
+
+    /// Waits until the node at `port` is a master with slots, as every live node sees it.
+    fn wait_master(&self, port: u16) -> Result<(), ProvisionError> {
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            let agreed = self.nodes.iter().filter(|n| n.child.is_some()).all(|n| {
+                view_from(n.port).is_ok_and(|v| {
+                    v.iter()
+                        .any(|x| x.port == port && is_master(x) && !x.slots.is_empty())
+                })
+            });
+            if agreed {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(local(format!(
+            ":{port} did not become master within {WAIT:?}"
+        )))
+    }
+
+    fn view(&self) -> Result<Vec<ClusterNode>, ProvisionError> {
+        let port = self.live_port()?;
+        view_from(port)
+    }
+
+    fn live_port(&self) -> Result<u16, ProvisionError> {
+        self.nodes
+            .iter()
+            .find(|n| n.child.is_some())
+            .map(|n| n.port)
+            .ok_or_else(|| local("no live cluster node"))
+    }
+
+    fn any_live(&self) -> Result<redis::Connection, ProvisionError> {
+        connect(self.live_port()?)
+    }
+
+    fn node_mut(&mut self, port: u16) -> Result<&mut Node, ProvisionError> {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.port == port)
+            .ok_or_else(|| local(format!("no node on :{port}")))
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            if let Some(mut child) = n.child.take() {
+                let _ = Command::new("kill")
+                    .args(["-CONT", &child.id().to_string()])
+                    .status();
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+fn view_from(port: u16) -> Result<Vec<ClusterNode>, ProvisionError> {
+    let text: String = query(&mut connect(port)?, redis::cmd("CLUSTER").arg("NODES"))?;
+    Ok(cluster_nodes::parse(&text))
+}
+
+/// A master the cluster has not failed (it may still be suspected by some).
+fn is_master(n: &ClusterNode) -> bool {
+    n.master && !n.failed
+}
+
+fn connect(port: u16) -> Result<redis::Connection, ProvisionError> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).map_err(local)?;
+    let c = client
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .map_err(|e| local(format!(":{port}: {e}")))?;
+    c.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(local)?;
+    Ok(c)
+}
+
+fn query<T: FromRedisValue>(
+    c: &mut redis::Connection,
+    cmd: &mut redis::Cmd,
+) -> Result<T, ProvisionError> {
+    let value = c.req_command(cmd).map_err(local)?;
+    redis::from_redis_value(value).map_err(local)
+}
+
+fn info_like(port: u16, cmd: &str, arg: &str) -> Result<String, ProvisionError> {
+    query(&mut connect(port)?, redis::cmd(cmd).arg(arg))
+}
+
+fn info_field(port: u16, section: &str, name: &str) -> Result<Option<String>, ProvisionError> {
+    Ok(field(&info_like(port, "INFO", section)?, name))
+}
+
+fn field(info: &str, name: &str) -> Option<String> {
+    info.lines().find_map(|l| {
+        l.strip_prefix(name)?
+            .strip_prefix(':')
+            .map(|v| v.trim().to_owned())
+    })
+}
+
+fn spawn(
+    port: u16,
+    bus: u16,
+    dir: &Path,
+    persistence: RedisPersistence,
+) -> Result<Child, ProvisionError> {
+    let bin = find_binary("redis-server")
+        .ok_or_else(|| ProvisionError::Local("redis-server not found in PATH".into()))?;
+    let aof = match persistence {
+        RedisPersistence::None => "no",
+        RedisPersistence::Aof => "yes",
+    };
+    let child = Command::new(bin)
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--cluster-enabled", "yes"])
+        .args(["--cluster-config-file", "nodes.conf"])
+        .args(["--cluster-port", &bus.to_string()])
+        .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
+        // A replica may always take over, however long it was cut off: the lagging
+        // promotion is a fault this cluster exists to produce.
+        .args(["--cluster-replica-validity-factor", "0"])
+        .args(["--masteruser", REPL_USER, "--masterauth", REPL_PASSWORD])
+        .args([
+            "--user",
+            REPL_USER,
+            "on",
+            &format!(">{REPL_PASSWORD}"),
+            "+@all",
+            "~*",
+        ])
+        // A replica that lost its link (revived, or the old master after a takeover) resyncs
+        // at once instead of after the default 5 s.
+        .args(["--repl-diskless-sync-delay", "0"])
+        .args(["--save", ""])
+        .args(["--appendonly", aof, "--appendfsync", "everysec"])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| ProvisionError::Local(format!("redis-server: {e}")))?;
+    watchdog(&format!("kill -9 {}", child.id()));
+    Ok(child)
+}
