@@ -135,7 +135,7 @@ async fn a_mutant_served_out_of_process_is_caught_through_target() {
     assert_eq!(
         loadtest(&args).await,
         1,
-        "the D1 server oversells: the run must exit 1 (I1)"
+        "the D1 server is broken: the run must exit 1"
     );
     let r = report(reports.path());
     let failed: Vec<&str> = r["invariants"]
@@ -145,7 +145,13 @@ async fn a_mutant_served_out_of_process_is_caught_through_target() {
         .filter(|i| i["passed"] == false)
         .map(|i| i["id"].as_str().unwrap())
         .collect();
-    assert!(failed.contains(&"I1"), "{failed:?}");
+    // D1 keeps the round-1 trust in Redis (no stock counter in Postgres), so the auditor's
+    // counter check (I2) catches it on every run; the oversell itself (I1) only when the
+    // GET-then-DECR race hits at the sold-out edge, which a 4-second run may not see.
+    assert!(
+        failed.contains(&"I1") || failed.contains(&"I2"),
+        "expected I1 or I2, got {failed:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
