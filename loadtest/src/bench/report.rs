@@ -198,10 +198,36 @@ fn html(d: &Document) -> String {
         );
     }
     s.push_str("</table>");
+    s.push_str(&cpu_html(&d.rows));
     for f in &d.failures {
         let _ = write!(s, "<p><b>Below the baseline bound:</b> {}</p>", esc(f));
     }
     s.push_str("</body></html>\n");
+    s
+}
+
+/// The CPU-per-operation table (see `cpu.rs`), for the rows that measured it.
+fn cpu_html(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "<h2>Where the CPU goes</h2><p class=\"muted\">CPU µs per operation, from /proc: the \
+         bench's server threads, its client threads (or the tool it ran), every postgres and \
+         redis-server process.</p><table><tr><th>row</th><th>server</th><th>client</th>\
+         <th>postgres</th><th>redis</th><th>total</th></tr>",
+    );
+    for (r, c) in rows.iter().filter_map(|r| r.cpu.map(|c| (r, c))) {
+        let _ = write!(
+            s,
+            "<tr><td><code>{}</code></td><td class=n>{:.0}</td><td class=n>{:.0}</td>\
+             <td class=n>{:.0}</td><td class=n>{:.0}</td><td class=n>{:.0}</td></tr>",
+            esc(&r.key),
+            c.server_us,
+            c.client_us,
+            c.postgres_us,
+            c.redis_us,
+            c.total_us()
+        );
+    }
+    s.push_str("</table>");
     s
 }
 
