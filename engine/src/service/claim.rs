@@ -163,7 +163,9 @@ impl CouponEngine {
                 let stored = postgres::claim_by_request(&mut conn, template_id, request_id).await?;
                 // The row may be committed and not yet durable (a batch commits before its
                 // flush): the batches' barrier, on the connection that read it, first.
-                arbiter::wait_durable(&mut conn).await?;
+                if stored.is_some() {
+                    arbiter::wait_durable(&mut conn).await?;
+                }
                 drop(conn);
                 match stored {
                     Some((coupon_id, owner)) => {
