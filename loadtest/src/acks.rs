@@ -2,10 +2,19 @@
 //! one shared log so the post-run checks (I1, I3, I4, I5, I6, I7) can compare what clients
 //! were told with what the API holds afterwards.
 
-use std::sync::{Arc, Mutex};
+use std::{
+    fs::File,
+    io::{BufWriter, Write},
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex},
+};
+
+use anyhow::Context;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+use crate::tally::Tally;
 
 /// What a request was for; its `name` is the stable request name in Goose and the reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -120,27 +129,102 @@ impl Event {
     pub(crate) fn end_us(&self) -> u64 {
         self.start_us + self.latency_us
     }
+
+    /// Whether a post-run check compares this answer with anything. A claim's refused first
+    /// attempt does not: a definitive refusal is never retried and only acknowledged
+    /// requests are deliberately repeated, so no other answer shares its request id. It is
+    /// also most of a flash sale (the flood after the stock is gone).
+    pub(crate) fn needed_by_checks(&self) -> bool {
+        !(self.op == Op::Claim
+            && self.attempt == 0
+            && !self.duplicate
+            && self.outcome() == Outcome::Refused)
+    }
 }
 
-/// The shared log every Goose user appends to.
+/// The shared log every Goose user appends to. Each answer is folded into the run's
+/// [`Tally`], written to `acks.jsonl` when the log streams to a file, and kept in memory
+/// only when the post-run checks need it ([`Event::needed_by_checks`]): memory stays
+/// bounded by what the checks must compare, not by the run's length.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct AckLog(Arc<Mutex<Vec<Event>>>);
+pub(crate) struct AckLog(Arc<Mutex<Recorder>>);
+
+/// What [`AckLog`] holds.
+#[derive(Debug, Default)]
+struct Recorder {
+    recorded: Recorded,
+    sink: Option<(PathBuf, BufWriter<File>)>,
+    sink_error: Option<std::io::Error>,
+}
+
+/// Everything a run recorded.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Recorded {
+    /// The run's figures, over every answer.
+    pub tally: Tally,
+    /// The answers the checks need, in completion order.
+    pub kept: Vec<Event>,
+    /// Refused first attempts of claims: counted, not kept (no other answer shares their
+    /// request id, so no check compares them with anything).
+    pub refusals_not_kept: u64,
+}
+
+impl Recorded {
+    /// Folds in one answer.
+    pub(crate) fn add(&mut self, event: Event) {
+        self.tally.add(&event);
+        if event.needed_by_checks() {
+            self.kept.push(event);
+        } else {
+            self.refusals_not_kept += 1;
+        }
+    }
+}
 
 impl AckLog {
-    /// Appends one answer (in completion order).
-    pub(crate) fn record(&self, event: Event) {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(event);
+    /// A log that also writes every answer to `path` (JSON lines) as it comes.
+    pub(crate) fn streaming_to(path: &Path) -> anyhow::Result<Self> {
+        let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let recorder = Recorder {
+            sink: Some((path.to_owned(), BufWriter::with_capacity(1 << 16, file))),
+            ..Recorder::default()
+        };
+        Ok(Self(Arc::new(Mutex::new(recorder))))
     }
 
-    /// Everything recorded so far, in completion order.
-    pub(crate) fn snapshot(&self) -> Vec<Event> {
-        self.0
+    /// Appends one answer (in completion order).
+    pub(crate) fn record(&self, event: Event) {
+        let mut guard = self
+            .0
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let r = &mut *guard;
+        if let Some((_, out)) = &mut r.sink
+            && r.sink_error.is_none()
+        {
+            let written = serde_json::to_writer(&mut *out, &event)
+                .map_err(std::io::Error::from)
+                .and_then(|()| out.write_all(b"\n"));
+            r.sink_error = written.err();
+        }
+        r.recorded.add(event);
+    }
+
+    /// Takes what was recorded so far, flushing the file; an error if writing it failed.
+    pub(crate) fn finish(&self) -> anyhow::Result<Recorded> {
+        let mut guard = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let r = &mut *guard;
+        if let Some((path, out)) = &mut r.sink {
+            if let Some(e) = r.sink_error.take() {
+                return Err(e).with_context(|| format!("writing {}", path.display()));
+            }
+            out.flush()
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(std::mem::take(&mut r.recorded))
     }
 }
 

@@ -9,7 +9,7 @@ use coupon_engine::{AuditReport, Coupon};
 use tokio::time::Instant;
 
 use crate::{
-    acks::Event,
+    acks::Recorded,
     api::Api,
     checks::{self, Evidence, InvariantResult},
     progress::phase,
@@ -18,12 +18,12 @@ use crate::{
 };
 
 /// The whole post-run audit: waits for quiet, audits every template (I1–I5), reads every
-/// shopper's coupons back and checks the acknowledgements `events` against them (I1, I3–I7).
+/// shopper's coupons back and checks the acknowledgements against them (I1, I3–I7).
 pub(crate) async fn audit_all(
     api: &Api,
     templates: &[TemplateInfo],
     customers: &[Customer],
-    events: &[Event],
+    recorded: &Recorded,
 ) -> anyhow::Result<(Vec<AuditReport>, Vec<InvariantResult>)> {
     phase(
         "audit",
@@ -39,7 +39,8 @@ pub(crate) async fn audit_all(
     );
     let wallets = wallets(api, customers).await?;
     let invariants = checks::evaluate(&Evidence {
-        events,
+        events: &recorded.kept,
+        refusals_not_kept: recorded.refusals_not_kept,
         templates,
         audits: &audits,
         wallets: &wallets,

@@ -42,8 +42,11 @@ pub(crate) const MAX_DETAILS: usize = 50;
 
 /// What the checks look at.
 pub(crate) struct Evidence<'a> {
-    /// Every answer users saw, in completion order.
+    /// The answers users saw that a check compares with anything, in completion order.
     pub events: &'a [Event],
+    /// Claims refused at their first attempt, not in `events` (see
+    /// [`Event::needed_by_checks`]).
+    pub refusals_not_kept: u64,
     /// The run's templates.
     pub templates: &'a [TemplateInfo],
     /// The auditor's report of each template (same order as `templates`).
@@ -214,7 +217,7 @@ pub(crate) fn evaluate(ev: &Evidence<'_>) -> Vec<InvariantResult> {
         }
     }
 
-    let granted = idempotency(&keys, &mut f);
+    let granted = idempotency(&keys, ev.refusals_not_kept, &mut f);
     let refund_attempted = |c: &Uuid| {
         owner_ops
             .get(c)
@@ -416,6 +419,7 @@ struct Grant {
 /// I7 on claims; returns the granted coupons.
 fn idempotency(
     keys: &BTreeMap<(Uuid, Arc<str>, Arc<str>), ClaimKey<'_>>,
+    refusals_not_kept: u64,
     f: &mut Findings,
 ) -> HashMap<Uuid, Grant> {
     let mut granted: HashMap<Uuid, Grant> = HashMap::new();
@@ -475,7 +479,7 @@ fn idempotency(
         "I7",
         format!(
             "{} claim request ids ({retried} sent more than once): one coupon per request id, the same answer on every retry",
-            keys.len()
+            keys.len() as u64 + refusals_not_kept
         ),
     );
     granted
@@ -740,6 +744,7 @@ mod tests {
         ]);
         let audits = vec![audit(&t)];
         let r = evaluate(&Evidence {
+            refusals_not_kept: 0,
             events: &events,
             templates: std::slice::from_ref(&t),
             audits: &audits,
@@ -768,6 +773,7 @@ mod tests {
         ]);
         let audits = vec![audit(&t)];
         let r = evaluate(&Evidence {
+            refusals_not_kept: 0,
             events: &events,
             templates: std::slice::from_ref(&t),
             audits: &audits,
@@ -791,6 +797,7 @@ mod tests {
         let wallets = HashMap::new();
         let audits = vec![audit(&t)];
         let r = evaluate(&Evidence {
+            refusals_not_kept: 0,
             events: &events,
             templates: std::slice::from_ref(&t),
             audits: &audits,
@@ -819,6 +826,7 @@ mod tests {
         )]);
         let audits = vec![audit(&t)];
         let r = evaluate(&Evidence {
+            refusals_not_kept: 0,
             events: &events,
             templates: std::slice::from_ref(&t),
             audits: &audits,
@@ -833,6 +841,7 @@ mod tests {
             ],
         )]);
         let r = evaluate(&Evidence {
+            refusals_not_kept: 0,
             events: &events,
             templates: std::slice::from_ref(&t),
             audits: &audits,
@@ -865,6 +874,7 @@ mod tests {
         ]);
         let audits = vec![audit(&t)];
         let r = evaluate(&Evidence {
+            refusals_not_kept: 0,
             events: &events,
             templates: std::slice::from_ref(&t),
             audits: &audits,

@@ -29,6 +29,7 @@ mod server;
 mod setup;
 mod shares;
 mod stats;
+mod tally;
 mod templates;
 mod timeline;
 mod verdict;

@@ -13,13 +13,14 @@ use serde_json::json;
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 use crate::{
-    acks::Event,
+    acks::{Event, Recorded},
     api::Api,
     audit, checks,
     progress::phase,
     record::{self, RunRecord},
     report::{self, Report, RunFigures},
     runner, setup, shares, stats,
+    tally::Tally,
     templates::TemplateInfo,
     timeline,
     verdict::Verdict,
@@ -49,26 +50,40 @@ pub(crate) struct AuditCli {
     pub report_dir: PathBuf,
 }
 
-/// One run read from disk.
+/// One run's record, read from disk (its answers are streamed from `acks.jsonl`).
 struct Run {
     dir: PathBuf,
     record: RunRecord,
-    events: Vec<Event>,
 }
 
-/// The runs' events on one timeline (from the earliest start), with Goose users and server
-/// indexes renumbered so they stay distinct; and the merged list of servers.
-fn merge_events(runs: &[Run]) -> (Vec<Event>, Vec<String>) {
+/// How one run's answers move onto the merged timeline: by its start's distance from the
+/// earliest run's, with its Goose users after the earlier runs' and its servers renumbered in
+/// the merged list.
+struct Shift {
+    offset_us: u64,
+    users_before: usize,
+    servers: Vec<usize>,
+}
+
+impl Shift {
+    fn apply(&self, e: &mut Event) {
+        e.start_us += self.offset_us;
+        e.goose_user += self.users_before;
+        e.server = self.servers.get(e.server).copied().unwrap_or(0);
+    }
+}
+
+/// Each run's shift, and the merged list of servers.
+fn shifts(runs: &[Run]) -> (Vec<Shift>, Vec<String>) {
     let zero = runs
         .iter()
         .map(|r| r.record.epoch_unix_us)
         .min()
         .unwrap_or(0);
     let mut servers: Vec<String> = Vec::new();
-    let mut merged = Vec::new();
     let mut users_before = 0;
+    let mut out = Vec::new();
     for run in runs {
-        let offset = run.record.epoch_unix_us - zero;
         let index: Vec<usize> = run
             .record
             .servers
@@ -81,17 +96,41 @@ fn merge_events(runs: &[Run]) -> (Vec<Event>, Vec<String>) {
                 }
             })
             .collect();
-        for e in &run.events {
-            let mut e = e.clone();
-            e.start_us += offset;
-            e.goose_user += users_before;
-            e.server = index.get(e.server).copied().unwrap_or(0);
-            merged.push(e);
-        }
+        out.push(Shift {
+            offset_us: run.record.epoch_unix_us - zero,
+            users_before,
+            servers: index,
+        });
         users_before += run.record.users;
     }
-    merged.sort_by_key(Event::end_us);
-    (merged, servers)
+    (out, servers)
+}
+
+/// Streams every run's answers: each run's own tally (its own clock), and the merged record
+/// on one timeline (kept answers in completion order).
+fn read_merged(runs: &[Run], shifts: &[Shift]) -> anyhow::Result<(Vec<Tally>, Recorded)> {
+    let mut own = Vec::new();
+    let mut merged = Recorded::default();
+    for (run, shift) in runs.iter().zip(shifts) {
+        let mut tally = Tally::default();
+        let n = record::for_each_event(&run.dir, &run.record, |mut e| {
+            tally.add(&e);
+            shift.apply(&mut e);
+            merged.add(e);
+        })?;
+        phase(
+            "setup",
+            format!(
+                "{}: {n} answers from {} shoppers against {}",
+                run.dir.display(),
+                run.record.customers,
+                run.record.servers.join(", ")
+            ),
+        );
+        own.push(tally);
+    }
+    merged.kept.sort_by_key(Event::end_us);
+    Ok((own, merged))
 }
 
 /// Every run's templates, each once.
@@ -108,21 +147,9 @@ pub(crate) async fn run(cli: AuditCli) -> anyhow::Result<u8> {
     let started_at = OffsetDateTime::now_utc();
     let mut runs = Vec::new();
     for dir in &cli.dirs {
-        let (record, events) = record::read(dir)?;
-        phase(
-            "setup",
-            format!(
-                "{}: {} answers from {} shoppers against {}",
-                dir.display(),
-                events.len(),
-                record.customers,
-                record.servers.join(", ")
-            ),
-        );
         runs.push(Run {
             dir: dir.clone(),
-            record,
-            events,
+            record: record::read(dir)?,
         });
     }
     let mut tags: Vec<&str> = runs.iter().map(|r| r.record.run_tag.as_str()).collect();
@@ -154,20 +181,23 @@ pub(crate) async fn run(cli: AuditCli) -> anyhow::Result<u8> {
         );
         customers.extend(setup::mint(&api, &run.record.run_tag, run.record.customers, 1).await?);
     }
-    let (events, servers) = merge_events(&runs);
-    let (audits, invariants) = audit::audit_all(&api, &templates, &customers, &events).await?;
+    let (shifts, servers) = shifts(&runs);
+    let (own, merged) = read_merged(&runs, &shifts)?;
+    let tally = &merged.tally;
+    let (audits, invariants) = audit::audit_all(&api, &templates, &customers, &merged).await?;
 
     let figures: Vec<RunFigures> = runs
         .iter()
-        .map(|r| RunFigures {
+        .zip(&own)
+        .map(|(r, t)| RunFigures {
             run_id: r.record.run_id.clone(),
             servers: r.record.servers.clone(),
-            throughput: stats::throughput(&r.events),
-            endpoints: stats::endpoints(&r.events),
+            throughput: stats::throughput(t),
+            endpoints: stats::endpoints(t),
         })
         .collect();
     // The generators ran side by side: their rates add up (each over its own span).
-    let mut throughput = stats::throughput(&events);
+    let mut throughput = stats::throughput(tally);
     throughput.requests_per_sec = figures.iter().map(|f| f.throughput.requests_per_sec).sum();
     throughput.claims_per_sec = figures.iter().map(|f| f.throughput.claims_per_sec).sum();
     throughput.granted_per_sec = figures.iter().map(|f| f.throughput.granted_per_sec).sum();
@@ -198,27 +228,27 @@ pub(crate) async fn run(cli: AuditCli) -> anyhow::Result<u8> {
             "merged_runs": runs.iter().map(|r| r.dir.display().to_string()).collect::<Vec<_>>(),
             "audited_through": target,
         }),
-        claims_over_time: stats::claims_over_time(&events, &templates),
+        claims_over_time: stats::claims_over_time(tally, &templates),
         templates,
-        status_codes: stats::status_codes(&events),
+        status_codes: stats::status_codes(tally),
         throughput,
-        endpoints: stats::endpoints(&events),
+        endpoints: stats::endpoints(tally),
         failures: checks::failures(&invariants),
         invariants,
         audits,
         thresholds: Vec::new(),
         baseline: None,
         goose_reports: Vec::new(),
-        timeline: timeline::timeline(&events),
+        timeline: timeline::timeline(tally),
         peak_rss_mib: None,
-        servers: shares::shares(&events, &servers),
+        servers: shares::shares(tally, &servers),
         audited: true,
         runs: figures,
         nemesis: Vec::new(),
     };
     phase("report", format!("writing {}", dir.display()));
     report::write_all(&dir, &report)?;
-    runner::summarise(&report, &dir, &events);
+    runner::summarise(&report, &dir);
     Ok(verdict.exit_code())
 }
 
@@ -227,7 +257,7 @@ mod tests {
     use super::*;
     use crate::acks::{Op, tests::ev};
 
-    fn run(epoch: u64, servers: &[&str], users: usize, events: Vec<Event>) -> Run {
+    fn run(epoch: u64, servers: &[&str], users: usize) -> Run {
         Run {
             dir: PathBuf::from("x"),
             record: RunRecord {
@@ -242,33 +272,25 @@ mod tests {
                 epoch_unix_us: epoch,
                 audited: false,
             },
-            events,
         }
     }
 
     #[test]
     fn runs_share_one_timeline_and_keep_users_and_servers_apart() {
+        let runs = [
+            run(1_000, &["http://a"], 5),
+            run(3_000, &["http://b", "http://a"], 5),
+        ];
+        let (shifts, servers) = shifts(&runs);
+        assert_eq!(servers, ["http://a", "http://b"]);
         let mut late = ev(Op::Claim, "b", Some(201), None);
         late.server = 1;
-        let runs = [
-            run(
-                1_000,
-                &["http://a"],
-                5,
-                vec![ev(Op::Claim, "a", Some(201), None)],
-            ),
-            run(3_000, &["http://b", "http://a"], 5, vec![late]),
-        ];
-        let (events, servers) = merge_events(&runs);
-        assert_eq!(servers, ["http://a", "http://b"]);
-        assert_eq!(events[1].start_us, 2_000, "shifted by the later start");
-        assert_eq!(
-            events[1].goose_user, 5,
-            "users of the second run come after"
-        );
-        assert_eq!(
-            events[1].server, 0,
-            "its server 1 is http://a, merged index 0"
-        );
+        shifts[1].apply(&mut late);
+        assert_eq!(late.start_us, 2_000, "shifted by the later start");
+        assert_eq!(late.goose_user, 5, "users of the second run come after");
+        assert_eq!(late.server, 0, "its server 1 is http://a, merged index 0");
+        let mut early = ev(Op::Claim, "a", Some(201), None);
+        shifts[0].apply(&mut early);
+        assert_eq!((early.start_us, early.goose_user, early.server), (0, 0, 0));
     }
 }

@@ -3,10 +3,7 @@
 //! templates, how the shoppers are named, when the load began) and `acks.jsonl` (every
 //! answer a shopper saw, one JSON object a line).
 
-use std::{
-    io::{BufRead, BufWriter, Write},
-    path::Path,
-};
+use std::{io::BufRead, path::Path};
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -41,25 +38,19 @@ pub(crate) struct RunRecord {
     pub audited: bool,
 }
 
-/// Writes `record.json` and `acks.jsonl` into `dir`.
-pub(crate) fn write(dir: &Path, record: &RunRecord, events: &[Event]) -> anyhow::Result<()> {
+/// The answers' file in a run directory (streamed during the run by
+/// [`crate::acks::AckLog::streaming_to`]).
+pub(crate) const ACKS_FILE: &str = "acks.jsonl";
+
+/// Writes `record.json` into `dir`.
+pub(crate) fn write(dir: &Path, record: &RunRecord) -> anyhow::Result<()> {
     let path = dir.join("record.json");
     let text = serde_json::to_string_pretty(record)?;
-    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-    let path = dir.join("acks.jsonl");
-    let file =
-        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-    let mut out = BufWriter::new(file);
-    for e in events {
-        serde_json::to_writer(&mut out, e)?;
-        out.write_all(b"\n")?;
-    }
-    out.flush()
-        .with_context(|| format!("writing {}", path.display()))
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-/// Reads the record and the events of the run in `dir`.
-pub(crate) fn read(dir: &Path) -> anyhow::Result<(RunRecord, Vec<Event>)> {
+/// Reads the record of the run in `dir`.
+pub(crate) fn read(dir: &Path) -> anyhow::Result<RunRecord> {
     let path = dir.join("record.json");
     let text = std::fs::read_to_string(&path).with_context(|| {
         format!(
@@ -76,33 +67,44 @@ pub(crate) fn read(dir: &Path) -> anyhow::Result<(RunRecord, Vec<Event>)> {
         path.display(),
         record.record_version
     );
-    let path = dir.join("acks.jsonl");
+    Ok(record)
+}
+
+/// Hands every answer of the run in `dir` to `each`, one line at a time (a soak's record
+/// need not fit in memory); how many there were.
+pub(crate) fn for_each_event(
+    dir: &Path,
+    record: &RunRecord,
+    mut each: impl FnMut(Event),
+) -> anyhow::Result<u64> {
+    let path = dir.join(ACKS_FILE);
     let file = std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-    let mut events = Vec::new();
-    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+    let mut n = 0;
+    for (line_no, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.with_context(|| format!("reading {}", path.display()))?;
         if line.trim().is_empty() {
             continue;
         }
         let event: Event = serde_json::from_str(&line)
-            .with_context(|| format!("{} line {}: not an event", path.display(), n + 1))?;
+            .with_context(|| format!("{} line {}: not an event", path.display(), line_no + 1))?;
         anyhow::ensure!(
             event.server < record.servers.len().max(1),
             "{} line {}: server {} is not one of the run's {}",
             path.display(),
-            n + 1,
+            line_no + 1,
             event.server,
             record.servers.len()
         );
-        events.push(event);
+        each(event);
+        n += 1;
     }
-    Ok((record, events))
+    Ok(n)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::acks::{Op, tests::ev};
+    use crate::acks::{AckLog, Op, tests::ev};
 
     #[test]
     fn a_record_reads_back_and_bad_lines_are_named() -> anyhow::Result<()> {
@@ -119,15 +121,22 @@ mod tests {
             epoch_unix_us: 7,
             audited: false,
         };
-        let events = vec![ev(Op::Claim, "u", Some(201), None)];
-        write(dir.path(), &record, &events)?;
-        let (back, got) = read(dir.path())?;
-        assert_eq!((back.run_tag.as_str(), got.len()), ("abcd1234", 1));
-        assert_eq!(got[0].status, Some(201));
-        std::fs::write(dir.path().join("acks.jsonl"), "{\"op\":\"claim\"}\n")?;
+        write(dir.path(), &record)?;
+        let log = AckLog::streaming_to(&dir.path().join(ACKS_FILE))?;
+        log.record(ev(Op::Claim, "u", Some(201), None));
+        log.record(ev(Op::Claim, "v", Some(409), Some("stock_empty")));
+        assert_eq!(log.finish()?.kept.len(), 1);
+        let back = read(dir.path())?;
+        let mut got = Vec::new();
+        for_each_event(dir.path(), &back, |e| got.push(e))?;
+        assert_eq!((back.run_tag.as_str(), got.len()), ("abcd1234", 2));
+        assert_eq!((got[0].status, got[1].status), (Some(201), Some(409)));
+        std::fs::write(dir.path().join(ACKS_FILE), "{\"op\":\"claim\"}\n")?;
         let err = format!(
             "{:#}",
-            read(dir.path()).err().context("accepted a bad line")?
+            for_each_event(dir.path(), &back, |_| {})
+                .err()
+                .context("accepted a bad line")?
         );
         assert!(err.contains("line 1"), "{err}");
         Ok(())

@@ -10,7 +10,7 @@ use serde_json::json;
 use time::{OffsetDateTime, format_description::well_known::Rfc3339, macros::format_description};
 
 use crate::{
-    acks::{Event, Outcome},
+    acks::AckLog,
     attack, audit, baseline, checks,
     cli::Settings,
     nemesis,
@@ -92,6 +92,7 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
         fixture.bases.clone(),
     );
     ctx.service_token = fixture.service_token.as_deref().map(Arc::from);
+    ctx.acks = AckLog::streaming_to(&dir.join(record::ACKS_FILE))?;
     let ctx = Arc::new(ctx);
     let nemesis = start_nemesis(&s, &fixture)?;
     let attack = attack::run(&s, ctx.clone(), &dir).await?;
@@ -99,19 +100,21 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
         Some(task) => task.await.context("the nemesis task")?,
         None => Vec::new(),
     };
-    let events = ctx.acks.snapshot();
+    let recorded = ctx.acks.finish()?;
+    let tally = &recorded.tally;
     phase(
         "run",
         format!(
-            "finished in {:.1} s: {} requests recorded",
+            "finished in {:.1} s: {} requests recorded, {} kept in memory for the checks",
             attack.elapsed.as_secs_f64(),
-            events.len()
+            tally.requests,
+            recorded.kept.len()
         ),
     );
-    if !events.iter().any(|e| e.outcome() != Outcome::Unknown) {
+    if !tally.answered {
         bail!(
             "the target never answered ({} requests, all timeouts or 5xx)",
-            events.len()
+            tally.requests
         );
     }
 
@@ -129,7 +132,6 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
             epoch_unix_us: ctx.epoch_unix_us,
             audited: !s.no_audit,
         },
-        &events,
     )?;
     let (audits, invariants) = if s.no_audit {
         phase(
@@ -142,7 +144,7 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
             &fixture.api,
             &fixture.templates,
             &fixture.customers,
-            &events,
+            &recorded,
         )
         .await?
     };
@@ -155,8 +157,8 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
 
     phase("report", format!("writing {}", dir.display()));
     let config = config_json(&s);
-    let throughput = stats::throughput(&events);
-    let endpoints = stats::endpoints(&events);
+    let throughput = stats::throughput(tally);
+    let endpoints = stats::endpoints(tally);
     let comparison = match &s.baseline {
         Some(file) => Some(baseline::compare(
             file,
@@ -198,8 +200,8 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
         target: fixture.target_description.clone(),
         config,
         templates: fixture.templates.clone(),
-        claims_over_time: stats::claims_over_time(&events, &fixture.templates),
-        status_codes: stats::status_codes(&events),
+        claims_over_time: stats::claims_over_time(tally, &fixture.templates),
+        status_codes: stats::status_codes(tally),
         throughput,
         endpoints,
         invariants,
@@ -207,16 +209,16 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
         thresholds: attack.thresholds,
         baseline: comparison,
         goose_reports: attack.goose_reports,
-        timeline: crate::timeline::timeline(&events),
+        timeline: crate::timeline::timeline(tally),
         peak_rss_mib: report::peak_rss_mib(),
-        servers: crate::shares::shares(&events, &fixture.bases),
+        servers: crate::shares::shares(tally, &fixture.bases),
         audited: !s.no_audit,
         runs: Vec::new(),
         nemesis,
         failures,
     };
     report::write_all(&dir, &report)?;
-    summarise(&report, &dir, &events);
+    summarise(&report, &dir);
     Ok(verdict)
 }
 
@@ -309,17 +311,13 @@ pub(crate) fn git_commit() -> String {
 }
 
 /// The closing lines on stderr.
-pub(crate) fn summarise(r: &Report, dir: &Path, events: &[Event]) {
+pub(crate) fn summarise(r: &Report, dir: &Path) {
     let t = &r.throughput;
     phase(
         "report",
         format!(
             "{:.1} requests/s, {:.1} claims/s, {} coupons granted, {} requests in {:.1} s",
-            t.requests_per_sec,
-            t.claims_per_sec,
-            t.claims_granted,
-            events.len(),
-            t.duration_secs
+            t.requests_per_sec, t.claims_per_sec, t.claims_granted, t.requests, t.duration_secs
         ),
     );
     for e in &r.endpoints {

@@ -4,10 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    acks::{Event, Outcome},
-    stats::percentile,
-};
+use crate::tally::Tally;
 
 /// What one server answered.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -54,24 +51,22 @@ impl ServerShare {
     }
 }
 
-/// The share of each of `urls` (indexed as `Event::server`) in `events`.
-pub(crate) fn shares(events: &[Event], urls: &[String]) -> Vec<ServerShare> {
-    let total = events.len().max(1) as f64;
+/// The share of each of `urls` (indexed as `Event::server`) in the run.
+pub(crate) fn shares(tally: &Tally, urls: &[String]) -> Vec<ServerShare> {
+    let total = tally.requests.max(1) as f64;
     urls.iter()
         .enumerate()
         .map(|(i, url)| {
-            let mine: Vec<&Event> = events.iter().filter(|e| e.server == i).collect();
-            let mut lat: Vec<u64> = mine.iter().map(|e| e.latency_us).collect();
-            lat.sort_unstable();
-            let count = |o: Outcome| mine.iter().filter(|e| e.outcome() == o).count() as u64;
+            let requests = tally.server_requests(i);
+            let mine = tally.servers.get(i);
             ServerShare {
                 url: url.clone(),
-                requests: mine.len() as u64,
-                share: (mine.len() as f64 / total * 1000.0).round() / 1000.0,
-                ok: count(Outcome::Ok),
-                failed: count(Outcome::Unknown),
-                p50_ms: percentile(&lat, 50.0) as f64 / 1000.0,
-                p99_ms: percentile(&lat, 99.0) as f64 / 1000.0,
+                requests,
+                share: (requests as f64 / total * 1000.0).round() / 1000.0,
+                ok: mine.map_or(0, |s| s.ok),
+                failed: mine.map_or(0, |s| s.failed),
+                p50_ms: mine.map_or(0.0, |s| s.latencies.percentile_ms(50.0)),
+                p99_ms: mine.map_or(0.0, |s| s.latencies.percentile_ms(99.0)),
             }
         })
         .collect()
@@ -89,7 +84,7 @@ mod tests {
         events[2].server = 1;
         events[3].server = 1;
         let urls = ["http://x".to_owned(), "http://y".to_owned()];
-        let s = shares(&events, &urls);
+        let s = shares(&Tally::of(&events), &urls);
         assert_eq!((s[0].requests, s[0].ok, s[0].share), (2, 2, 0.5));
         assert_eq!((s[1].requests, s[1].ok, s[1].failed), (2, 1, 1));
     }

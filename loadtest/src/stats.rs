@@ -1,15 +1,10 @@
-//! Figures computed from the acknowledgement record: exact latency percentiles per request
-//! name, status-code breakdown, throughput, and granted claims over time per template.
-
-use std::collections::{BTreeMap, HashSet};
+//! The report's figures from the run's [`Tally`]: latency percentiles per request name,
+//! status-code breakdown, throughput, and granted claims over time per template.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::{
-    acks::{Event, Op, Outcome},
-    templates::TemplateInfo,
-};
+use crate::{acks::Op, tally::Tally, templates::TemplateInfo};
 
 /// Latency and outcome counts of one request name.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -81,93 +76,48 @@ pub(crate) struct ClaimSeries {
     pub points: Vec<(u64, u64)>,
 }
 
-/// The nearest-rank percentile `p` (0–100) of sorted `values`.
-pub(crate) fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-/// Microseconds as milliseconds.
-fn ms(us: u64) -> f64 {
-    us as f64 / 1000.0
-}
-
 /// Per-name latency statistics, in a stable order.
-pub(crate) fn endpoints(events: &[Event]) -> Vec<EndpointStats> {
-    let mut by: BTreeMap<Op, Vec<&Event>> = BTreeMap::new();
-    for e in events {
-        by.entry(e.op).or_default().push(e);
-    }
-    by.into_iter()
-        .map(|(op, es)| {
-            let mut lat: Vec<u64> = es.iter().map(|e| e.latency_us).collect();
-            lat.sort_unstable();
-            let count = es.len() as u64;
-            let sum: u128 = lat.iter().map(|&x| u128::from(x)).sum();
-            let tally = |o: Outcome| es.iter().filter(|e| e.outcome() == o).count() as u64;
-            EndpointStats {
-                name: op.name().to_owned(),
-                count,
-                ok: tally(Outcome::Ok),
-                refused: tally(Outcome::Refused) + tally(Outcome::Busy),
-                failed: tally(Outcome::Unknown),
-                p50_ms: ms(percentile(&lat, 50.0)),
-                p95_ms: ms(percentile(&lat, 95.0)),
-                p99_ms: ms(percentile(&lat, 99.0)),
-                max_ms: ms(lat.last().copied().unwrap_or(0)),
-                mean_ms: if count == 0 {
-                    0.0
-                } else {
-                    ms((sum / u128::from(count)) as u64)
-                },
-            }
+pub(crate) fn endpoints(tally: &Tally) -> Vec<EndpointStats> {
+    tally
+        .ops
+        .iter()
+        .map(|(op, t)| EndpointStats {
+            name: op.name().to_owned(),
+            count: t.latencies.count(),
+            ok: t.ok,
+            refused: t.refused,
+            failed: t.failed,
+            p50_ms: t.latencies.percentile_ms(50.0),
+            p95_ms: t.latencies.percentile_ms(95.0),
+            p99_ms: t.latencies.percentile_ms(99.0),
+            max_ms: t.latencies.max_ms(),
+            mean_ms: (t.latencies.mean_ms() * 1000.0).round() / 1000.0,
         })
         .collect()
 }
 
 /// Status-code breakdown per request name.
-pub(crate) fn status_codes(events: &[Event]) -> Vec<StatusCount> {
-    let mut by: BTreeMap<(Op, String, Option<String>), u64> = BTreeMap::new();
-    for e in events {
-        let status = e
-            .status
-            .map_or_else(|| "timeout/transport".to_owned(), |s| s.to_string());
-        *by.entry((e.op, status, e.code.clone())).or_default() += 1;
-    }
-    by.into_iter()
-        .map(|((op, status, code), count)| StatusCount {
-            name: op.name().to_owned(),
-            status,
-            code,
-            count,
+pub(crate) fn status_codes(tally: &Tally) -> Vec<StatusCount> {
+    let mut rows: Vec<StatusCount> = tally
+        .statuses
+        .iter()
+        .map(|(k, count)| StatusCount {
+            name: k.op.name().to_owned(),
+            status: k
+                .status
+                .map_or_else(|| "timeout/transport".to_owned(), |s| s.to_string()),
+            code: k.code.clone(),
+            count: *count,
         })
-        .collect()
-}
-
-/// The first acknowledgement of each granted coupon: (template, coupon, end µs).
-fn grants(events: &[Event]) -> Vec<(Uuid, Uuid, u64)> {
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    for e in events {
-        if e.op == Op::Claim
-            && e.outcome() == Outcome::Ok
-            && let (Some(t), Some(c)) = (e.template, e.coupon)
-            && seen.insert(c)
-        {
-            out.push((t, c, e.end_us()));
-        }
-    }
-    out
+        .collect();
+    rows.sort_by(|a, b| (&a.name, &a.status, &a.code).cmp(&(&b.name, &b.status, &b.code)));
+    rows
 }
 
 /// Throughput over the run.
-pub(crate) fn throughput(events: &[Event]) -> Throughput {
-    let first = events.iter().map(|e| e.start_us).min().unwrap_or(0);
-    let last = events.iter().map(Event::end_us).max().unwrap_or(0);
-    let duration_secs = (last.saturating_sub(first)) as f64 / 1e6;
+pub(crate) fn throughput(tally: &Tally) -> Throughput {
+    let first = tally.first_start_us.unwrap_or(0);
+    let duration_secs = (tally.last_end_us.saturating_sub(first)) as f64 / 1e6;
     let rate = |n: u64| {
         if duration_secs > 0.0 {
             ((n as f64 / duration_secs) * 100.0).round() / 100.0
@@ -175,13 +125,12 @@ pub(crate) fn throughput(events: &[Event]) -> Throughput {
             0.0
         }
     };
-    let requests = events.len() as u64;
-    let claims = events.iter().filter(|e| e.op == Op::Claim).count() as u64;
-    let claims_granted = grants(events).len() as u64;
+    let claims = tally.ops.get(&Op::Claim).map_or(0, |t| t.latencies.count());
+    let claims_granted = tally.grants.len() as u64;
     Throughput {
         duration_secs: (duration_secs * 1000.0).round() / 1000.0,
-        requests,
-        requests_per_sec: rate(requests),
+        requests: tally.requests,
+        requests_per_sec: rate(tally.requests),
         claims,
         claims_per_sec: rate(claims),
         claims_granted,
@@ -190,20 +139,13 @@ pub(crate) fn throughput(events: &[Event]) -> Throughput {
 }
 
 /// Granted coupons over time, one series per template.
-pub(crate) fn claims_over_time(events: &[Event], templates: &[TemplateInfo]) -> Vec<ClaimSeries> {
-    let grants = grants(events);
-    let last_sec = events.iter().map(Event::end_us).max().unwrap_or(0) / 1_000_000 + 1;
+pub(crate) fn claims_over_time(tally: &Tally, templates: &[TemplateInfo]) -> Vec<ClaimSeries> {
     templates
         .iter()
         .map(|t| {
-            let mut per_sec = vec![0u64; last_sec as usize + 1];
-            for (tpl, _, end) in &grants {
-                if *tpl == t.id {
-                    per_sec[(end / 1_000_000) as usize] += 1;
-                }
-            }
             let mut total = 0;
-            let points = per_sec
+            let points = tally
+                .grants_per_second(Some(t.id))
                 .into_iter()
                 .enumerate()
                 .map(|(sec, n)| {
@@ -227,16 +169,6 @@ mod tests {
     use crate::acks::tests::ev;
 
     #[test]
-    fn nearest_rank() {
-        let v: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&v, 50.0), 50);
-        assert_eq!(percentile(&v, 99.0), 99);
-        assert_eq!(percentile(&v, 100.0), 100);
-        assert_eq!(percentile(&[7], 99.0), 7);
-        assert_eq!(percentile(&[], 50.0), 0);
-    }
-
-    #[test]
     fn grants_count_distinct_coupons() {
         let c = Uuid::new_v4();
         let t = Uuid::new_v4();
@@ -246,8 +178,37 @@ mod tests {
         let dup = a.clone();
         let mut refused = ev(Op::Claim, "v", Some(409), Some("stock_empty"));
         refused.latency_us = 2_000_000;
-        let tp = throughput(&[a, dup, refused]);
+        let tp = throughput(&Tally::of([&a, &dup, &refused]));
         assert_eq!((tp.requests, tp.claims, tp.claims_granted), (3, 3, 1));
         assert!((tp.duration_secs - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn endpoints_and_statuses_per_name() {
+        let ok = ev(Op::Claim, "u", Some(201), None);
+        let refused = ev(Op::Claim, "v", Some(409), Some("stock_empty"));
+        let lost = ev(Op::Redeem, "u", None, None);
+        let tally = Tally::of([&ok, &refused, &refused, &lost]);
+        let e = endpoints(&tally);
+        assert_eq!(e[0].name, "claim");
+        assert_eq!(
+            (e[0].count, e[0].ok, e[0].refused, e[0].failed),
+            (3, 1, 2, 0)
+        );
+        assert_eq!((e[1].name.as_str(), e[1].failed), ("redeem", 1));
+        assert!((e[0].p50_ms - 1.0).abs() < 0.01);
+        let s = status_codes(&tally);
+        let counts: Vec<(&str, &str, u64)> = s
+            .iter()
+            .map(|c| (c.name.as_str(), c.status.as_str(), c.count))
+            .collect();
+        assert_eq!(
+            counts,
+            [
+                ("claim", "201", 1),
+                ("claim", "409", 2),
+                ("redeem", "timeout/transport", 1)
+            ]
+        );
     }
 }

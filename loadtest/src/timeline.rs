@@ -1,12 +1,9 @@
 //! The run second by second — requests/s, claims granted/s, p50/p99 latency — the chart
-//! users of k6, Gatling and Goose look at first, computed from the run's own record.
+//! users of k6, Gatling and Goose look at first, computed from the run's [`Tally`].
 
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    acks::{Event, Op, Outcome},
-    stats::percentile,
-};
+use crate::tally::Tally;
 
 /// One second of the load (by completion time).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,42 +21,20 @@ pub(crate) struct Second {
     pub p99_ms: f64,
 }
 
-/// The timeline of `events`.
-pub(crate) fn timeline(events: &[Event]) -> Vec<Second> {
-    let last = events.iter().map(Event::end_us).max().unwrap_or(0) / 1_000_000;
-    let mut latencies: Vec<Vec<u64>> = vec![Vec::new(); last as usize + 1];
-    let mut granted = vec![0u64; last as usize + 1];
-    let mut seen = std::collections::HashSet::new();
-    for e in events {
-        let sec = (e.end_us() / 1_000_000) as usize;
-        latencies[sec].push(e.latency_us);
-        if e.op == Op::Claim
-            && e.outcome() == Outcome::Ok
-            && e.coupon.is_some_and(|c| seen.insert(c))
-        {
-            granted[sec] += 1;
-        }
-    }
-    latencies
-        .into_iter()
+/// The run's timeline.
+pub(crate) fn timeline(tally: &Tally) -> Vec<Second> {
+    let granted = tally.grants_per_second(None);
+    tally
+        .seconds
+        .iter()
         .zip(granted)
         .enumerate()
-        .map(|(sec, (mut lat, granted))| {
-            lat.sort_unstable();
-            let ms = |p: f64| {
-                if lat.is_empty() {
-                    0.0
-                } else {
-                    percentile(&lat, p) as f64 / 1000.0
-                }
-            };
-            Second {
-                second: sec as u64,
-                requests: lat.len() as u64,
-                granted,
-                p50_ms: ms(50.0),
-                p99_ms: ms(99.0),
-            }
+        .map(|(sec, (lat, granted))| Second {
+            second: sec as u64,
+            requests: lat.count(),
+            granted,
+            p50_ms: lat.percentile_ms(50.0),
+            p99_ms: lat.percentile_ms(99.0),
         })
         .collect()
 }
@@ -67,7 +42,7 @@ pub(crate) fn timeline(events: &[Event]) -> Vec<Second> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::acks::tests::ev;
+    use crate::acks::{Op, tests::ev};
 
     #[test]
     fn seconds_count_requests_grants_and_latency() {
@@ -75,15 +50,20 @@ mod tests {
         a.start_us = 100;
         a.latency_us = 2_000;
         a.coupon = Some(uuid::Uuid::new_v4());
+        a.template = Some(uuid::Uuid::new_v4());
         // A retry answered with the same coupon, in the same second: not a second grant.
         let mut again = a.clone();
         again.start_us = 200;
         let mut b = ev(Op::Claim, "v", Some(409), Some("stock_empty"));
         b.start_us = 1_500_000;
         b.latency_us = 4_000;
-        let t = timeline(&[a, again, b]);
+        let t = timeline(&Tally::of([&a, &again, &b]));
         assert_eq!(t.len(), 2);
-        assert_eq!((t[0].requests, t[0].granted, t[0].p50_ms), (2, 1, 2.0));
-        assert_eq!((t[1].requests, t[1].granted, t[1].p99_ms), (1, 0, 4.0));
+        assert_eq!((t[0].requests, t[0].granted), (2, 1));
+        assert_eq!((t[1].requests, t[1].granted), (1, 0));
+        // Two significant digits per second: within 1%, never below the true value.
+        let near = |got: f64, want: f64| got >= want && got <= want * 1.01;
+        assert!(near(t[0].p50_ms, 2.0), "{}", t[0].p50_ms);
+        assert!(near(t[1].p99_ms, 4.0), "{}", t[1].p99_ms);
     }
 }

@@ -3,20 +3,19 @@
 //! template, measured from its own record — compared with the minimal client on the same
 //! endpoint, it shows what the generator costs.
 
-use std::{path::Path, sync::Arc, time::Duration};
+use std::{path::Path, sync::Arc};
 
 use anyhow::Context;
 use clap::Parser;
 use coupon_engine::{NewTemplate, RefundPolicy, http::auth::user_token};
 use uuid::Uuid;
 
-use super::{
-    measure::{Row, Samples},
-    target::SECRET,
-};
+use super::{measure::Row, target::SECRET};
 use crate::{
+    acks::{AckLog, Op},
     attack,
     cli::Cli,
+    record::ACKS_FILE,
     scenarios::Ctx,
     setup::Customer,
     templates::{Role, TemplateInfo},
@@ -56,46 +55,56 @@ pub(crate) async fn flash_sale_sold_out(
             }
         })
         .collect();
-    let ctx = Arc::new(Ctx::new(
+    let dir = scratch.join("goose");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut ctx = Ctx::new(
         &settings,
         templates,
         customers,
         "bench".into(),
         vec![base_url.to_owned()],
-    ));
-    let dir = scratch.join("goose");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    );
+    // As in a load run: every answer streams to the run's acks.jsonl.
+    ctx.acks = AckLog::streaming_to(&dir.join(ACKS_FILE))?;
+    let ctx = Arc::new(ctx);
     let before = super::cpu::snapshot();
     let result = attack::run(&settings, ctx.clone(), &dir).await?;
     let after = super::cpu::snapshot();
+    let recorded = ctx.acks.finish()?;
     let _ = std::fs::remove_dir_all(&dir);
-    let events = ctx.acks.snapshot();
+    let tally = &recorded.tally;
     // Goose's run time counts from the end of the ramp-up; the record counts every request.
-    let span_us = events
+    let span_us = tally
+        .last_end_us
+        .saturating_sub(tally.first_start_us.unwrap_or(0));
+    let seconds = (span_us as f64 / 1e6).max(f64::MIN_POSITIVE);
+    let sold_out: u64 = tally
+        .statuses
         .iter()
-        .map(|e| e.start_us + e.latency_us)
-        .max()
-        .unwrap_or(0)
-        .saturating_sub(events.iter().map(|e| e.start_us).min().unwrap_or(0));
-    let mut samples = Samples::with_capacity(events.len());
-    for e in &events {
-        if e.status == Some(409) {
-            samples.push(Duration::from_micros(e.latency_us));
-        } else {
-            samples.errors += 1;
-        }
-    }
-    let calls = events.len();
-    let mut row = samples.into_row(
-        "goose_sold_out",
-        "coupon-loadtest flash-sale (Goose) on the sold-out path",
-        (span_us as f64 / 1e6).max(f64::MIN_POSITIVE),
-        format!(
-            "{clients} Goose users, {:.1} s of load in {:.1} s of Goose, every answer recorded",
+        .filter(|(k, _)| k.status == Some(409))
+        .map(|(_, n)| n)
+        .sum();
+    let unexpected = tally.requests - sold_out;
+    let claims = tally.ops.get(&Op::Claim).map(|c| &c.latencies);
+    Ok(Row {
+        key: "goose_sold_out".into(),
+        what: "coupon-loadtest flash-sale (Goose) on the sold-out path".into(),
+        per_sec: Some(sold_out as f64 / seconds),
+        p50_ms: claims.map(|l| l.percentile_ms(50.0)),
+        p99_ms: claims.map(|l| l.percentile_ms(99.0)),
+        note: format!(
+            "{clients} Goose users, {:.1} s of load in {:.1} s of Goose, every answer recorded \
+             (tally + acks.jsonl){}",
             span_us as f64 / 1e6,
-            result.elapsed.as_secs_f64()
+            result.elapsed.as_secs_f64(),
+            if unexpected > 0 {
+                format!("; {unexpected} unexpected answers (not counted)")
+            } else {
+                String::new()
+            }
         ),
-    );
-    row.cpu = before.zip(after).and_then(|(b, a)| b.per_op(&a, calls));
-    Ok(row)
+        cpu: before
+            .zip(after)
+            .and_then(|(b, a)| b.per_op(&a, tally.requests as usize)),
+    })
 }
