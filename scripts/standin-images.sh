@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds stand-in Docker images of Redis and Postgres from this machine's own binaries and
 # tags them with the exact names the testkit asks testcontainers for, so the container path
-# of the test suite (DESIGN §10, way 2) runs on an air-gapped CI machine that reaches no
-# registry. testcontainers finds the tags locally and never pulls.
+# of the test suite (way 2 of docs/ARCHITECTURE.md, "Provisioning") runs on an air-gapped CI
+# machine that reaches no registry. testcontainers finds the tags locally and never pulls.
 #
 # Needs: a running dockerd, redis-server and PostgreSQL installed, busybox-static.
 # The tags come from engine/src/testkit/images.env, the single source of truth.

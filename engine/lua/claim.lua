@@ -1,5 +1,5 @@
--- Atomic claim (DESIGN §5.1): idempotency check, stock check, per-user limit, deduction,
--- pending intent and recorded outcome, all in one step on one cluster slot.
+-- Atomic claim (docs/ARCHITECTURE.md, "Claim"): idempotency check, stock check, per-user
+-- limit, deduction, pending intent and recorded outcome, all in one step on one cluster slot.
 -- KEYS: 1 stock, 2 claimed (hash user -> count), 3 req:<request_id>, 4 pending (hash), 5 epoch
 -- ARGV: 1 request_id, 2 user_id, 3 per_user_limit, 4 new coupon_id, 5 now (ms), 6 req ttl (s)
 -- Returns {'ok', coupon_id, remaining, epoch, claimed_at_ms, fresh, pending}

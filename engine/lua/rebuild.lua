@@ -1,4 +1,5 @@
--- Replace a template's claim state with counts taken from Postgres (DESIGN §5.1, step 4).
+-- Replace a template's claim state with counts taken from Postgres (docs/ARCHITECTURE.md,
+-- "Rebuild and fencing").
 -- Called while the rebuilder holds the template's exclusive advisory lock in Postgres, so
 -- no claim of an older epoch can be persisted between the count and this write.
 -- KEYS: 1 stock, 2 claimed, 3 pending, 4 epoch, 5 applied

@@ -1,6 +1,6 @@
-//! The auditor: checks invariants I1–I5 (DESIGN §6) of one template against the live Redis
-//! and Postgres state and returns a typed report. A product feature, also used by the tests,
-//! the property tests and the load runner.
+//! The auditor: checks invariants I1–I5 (docs/ARCHITECTURE.md, "Invariants") of one template
+//! against the live Redis and Postgres state and returns a typed report. A product feature,
+//! also used by the tests, the property tests and the load runner.
 //!
 //! In-flight work is accounted for rather than reported: pending intents not yet in Postgres
 //! and outbox rows not yet applied are part of the conservation equation, so an audit taken

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::variant::Variant;
 
-/// When a claim's Postgres row is written relative to the reply (DESIGN §5.1).
+/// When a claim's Postgres row is written relative to the reply (docs/ARCHITECTURE.md,
+/// "Claim": sync and async mode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Persistence {

@@ -1,4 +1,5 @@
-//! The engine's error type: every refusal has a stable code (DESIGN §9).
+//! The engine's error type: every refusal has a stable code (docs/ARCHITECTURE.md,
+//! "HTTP API").
 
 /// Everything an engine operation can answer instead of success.
 #[derive(Debug, thiserror::Error)]
@@ -53,7 +54,7 @@ pub enum EngineError {
 }
 
 impl EngineError {
-    /// The stable, machine-readable code of this error (DESIGN §9).
+    /// The stable, machine-readable code of this error.
     pub fn code(&self) -> &'static str {
         match self {
             Self::StockEmpty => "stock_empty",

@@ -1,7 +1,7 @@
 //! # coupon-engine
 //!
 //! A coupon / flash-sale engine on Redis and PostgreSQL that never oversells, and the
-//! auditor that proves it (DESIGN §2–§6).
+//! auditor that proves it (docs/ARCHITECTURE.md, "Layout" through "Invariants").
 //!
 //! - Claims run one atomic Lua script in Redis (stock, per-user limit, idempotency key) and
 //!   are persisted roll-forward in Postgres, synchronously or by a batching persister.

@@ -1,6 +1,7 @@
-//! The defect mutants of DESIGN §12 (feature `mutants`). Each function below is the broken
-//! counterpart of one step of the real engine, reached from a hook that returns `None` for
-//! every other variant, so the correct code paths stay untouched. Never enable in production.
+//! The defect mutants (feature `mutants`; docs/ARCHITECTURE.md, "Mutants"). Each function
+//! below is the broken counterpart of one step of the real engine, reached from a hook that
+//! returns `None` for every other variant, so the correct code paths stay untouched. Never
+//! enable in production.
 
 use std::time::Duration;
 

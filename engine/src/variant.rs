@@ -1,6 +1,7 @@
 //! Engine variants: the correct engine, and (with the `mutants` feature) deliberately broken
-//! ones reproducing the classic coupon bugs of DESIGN §12, so the harness can be shown to
-//! catch each of them. A release server build has only [`Variant::Correct`].
+//! ones reproducing the classic coupon bugs (docs/ARCHITECTURE.md, "Mutants"), so the
+//! harness can be shown to catch each of them. A release server build has only
+//! [`Variant::Correct`].
 
 use serde::{Deserialize, Serialize};
 

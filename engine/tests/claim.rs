@@ -234,7 +234,7 @@ async fn a_claim_fenced_by_a_rebuild_is_not_persisted() -> R {
     let e = env.engine.clone();
     let t = e.create_template(template(3, 1)).await?;
     // The claim is deducted, then stalls before its INSERT while Redis loses the template
-    // and a rebuild counts without it (the rebuild race of DESIGN §5.1).
+    // and a rebuild counts without it (docs/ARCHITECTURE.md, "Rebuild and fencing").
     e.failpoints().arm(
         Failpoint::ClaimAfterRedis,
         FailAction::Delay(Duration::from_millis(400)),

@@ -1,6 +1,6 @@
-//! The testcontainers way of DESIGN §10 (way 2), forced: ignores the URL variables, starts
-//! Redis and Postgres containers through the provisioning API, runs claim → redeem → refund
-//! and the audit on them, and stops them.
+//! The testcontainers way of provisioning (way 2, docs/ARCHITECTURE.md, "Provisioning"),
+//! forced: ignores the URL variables, starts Redis and Postgres containers through the
+//! provisioning API, runs claim → redeem → refund and the audit on them, and stops them.
 //!
 //! Without a Docker daemon this fails with the provisioning error, unless
 //! `COUPON_SKIP_CONTAINER_TESTS=1` says to skip, and then it prints why: a green run never

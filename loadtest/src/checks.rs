@@ -1,6 +1,7 @@
-//! The post-run verdict on invariants I1–I7 (DESIGN §6): the auditor's report of every
-//! template (I1–I5, from live Redis + Postgres), and what the acknowledgement record implies
-//! when compared with the users' coupons read back through the API (I1, I3, I4, I5, I6, I7).
+//! The post-run verdict on invariants I1–I7 (docs/ARCHITECTURE.md, "Invariants"): the
+//! auditor's report of every template (I1–I5, from live Redis + Postgres), and what the
+//! acknowledgement record implies when compared with the users' coupons read back through
+//! the API (I1, I3, I4, I5, I6, I7).
 //!
 //! Every client-side check is sound: it only flags what must hold whatever happened to the
 //! requests whose outcome is unknown (timeouts, 5xx), which are allowed to have taken effect

@@ -96,7 +96,7 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "N")]
     pub customers: Option<usize>,
     /// Engine variant of the in-process server: correct, or a defect mutant (d1, d2, d3, d4,
-    /// d5, d5b, d6, d6b, d7; DESIGN §12).
+    /// d5, d5b, d6, d6b, d7; see docs/ARCHITECTURE.md, "Mutants").
     #[arg(long, value_name = "NAME", default_value = "correct")]
     pub mutant: Variant,
     /// Claim persistence of the in-process server: sync or async.

@@ -1,4 +1,5 @@
-//! `coupon-loadtest`: Goose load tests of the coupon engine (DESIGN §8).
+//! `coupon-loadtest`: Goose load tests of the coupon engine (docs/ARCHITECTURE.md,
+//! "Verification").
 //!
 //! Runs a scenario (`flash-sale`, `lifecycle`, `mixed`) against an in-process server on
 //! freshly provisioned backends, or an external `--target`; records every answer the

@@ -1,5 +1,6 @@
-//! Acknowledgement checker for I6 and I7 (DESIGN §6): compares what clients were told with
-//! the final state, read by the runner at quiescence and handed over as plain data.
+//! Acknowledgement checker for I6 and I7 (docs/ARCHITECTURE.md, "Invariants"): compares what
+//! clients were told with the final state, read by the runner at quiescence and handed over
+//! as plain data.
 //!
 //! - I6, nothing acknowledged is lost: every acknowledged claim left a coupon owned by its
 //!   user; the last acknowledged redeem or refund of a coupon, when nothing could have

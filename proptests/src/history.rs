@@ -1,5 +1,5 @@
 //! A Jepsen-style history: every operation recorded as an invoke event and a completion event
-//! (`ok` / `fail` / `unknown`) with process id and monotonic timestamps (DESIGN §7).
+//! (`ok` / `fail` / `unknown`) with process id and monotonic timestamps.
 //!
 //! Processes are sequential: a process has at most one operation in flight. A process whose
 //! operation ended `unknown` may still have it take effect later, so the runner retires it and

@@ -1,7 +1,7 @@
 //! # coupon-proptests
 //!
-//! The verification harness's pure core (DESIGN §7): no I/O here, so every piece can be
-//! unit-tested and replayed from a saved history.
+//! The verification harness's pure core (docs/ARCHITECTURE.md, "Verification"): no I/O here,
+//! so every piece can be unit-tested and replayed from a saved history.
 //!
 //! - [`op`]: operations and results in scenario terms (template indices, coupons named by
 //!   the claim that created them).

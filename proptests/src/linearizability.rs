@@ -1,8 +1,8 @@
 //! Linearizability checker: a Wing–Gong search with Lowe's memoisation, as in Porcupine,
 //! over any sequential [`Model`], run per partition.
 //!
-//! The engine's model is one implementation ([`coupon`], for I8, DESIGN §6, §7); the
-//! models of published Jepsen, Porcupine and Knossos histories are others
+//! The engine's model is one implementation ([`coupon`], for I8: docs/ARCHITECTURE.md,
+//! "Invariants"); the models of published Jepsen, Porcupine and Knossos histories are others
 //! ([`crate::histories`]).
 //!
 //! Three rules keep the search small without losing linearizations: an operation that fits

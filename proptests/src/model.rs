@@ -1,4 +1,5 @@
-//! The pure sequential model of templates, coupons and the use log (DESIGN §7).
+//! The pure sequential model of templates, coupons and the use log (docs/ARCHITECTURE.md,
+//! "Verification").
 //!
 //! It mirrors the engine's answers exactly — the Lua claim script's order of checks, the
 //! redeem and refund diagnoses, idempotent repeats — but ignores what histories do not

@@ -1,6 +1,7 @@
-//! Mutation score (DESIGN §12): runs the property tests against every engine variant and
-//! records, per mutant, whether the harness killed it, by which invariant, after how many
-//! cases, and how small the shrunk counterexample is. The correct engine must survive.
+//! Mutation score (docs/ARCHITECTURE.md, "Mutants"): runs the property tests against every
+//! engine variant and records, per mutant, whether the harness killed it, by which invariant,
+//! after how many cases, and how small the shrunk counterexample is. The correct engine must
+//! survive.
 
 use std::path::PathBuf;
 
@@ -84,7 +85,8 @@ pub fn max_faults(v: Variant) -> usize {
 
 /// The scenarios a variant is tested with. The unfenced rebuild (D6b) only shows when a
 /// claim is between its Redis deduct and its insert while the keys are lost, so its cases
-/// always hold claims there and drop the keys meanwhile (the rebuild race of DESIGN §5.1).
+/// always hold claims there and drop the keys meanwhile (docs/ARCHITECTURE.md, "Rebuild and
+/// fencing").
 /// Trusting Redis (D8) only shows when Redis comes back stale while claims go on, so its
 /// cases always restart Redis from an older snapshot mid-run.
 fn strategy(v: Variant, cfg: &PropertyConfig) -> BoxedStrategy<Scenario> {

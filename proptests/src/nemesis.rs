@@ -1,6 +1,6 @@
-//! The nemesis (DESIGN §7): applies a fault schedule to a running case. Faults that kill or
-//! pause Redis, or flush its scripts, act only on the `redis-server` the case started itself;
-//! failovers only on the case's own cluster.
+//! The nemesis (docs/ARCHITECTURE.md, "Failure model"): applies a fault schedule to a running
+//! case. Faults that kill or pause Redis, or flush its scripts, act only on the
+//! `redis-server` the case started itself; failovers only on the case's own cluster.
 
 use std::{sync::Arc, time::Duration};
 

@@ -1,4 +1,4 @@
-//! Operations a client sends and the results it sees, in the vocabulary of the model (DESIGN §7).
+//! Operations a client sends and the results it sees, in the vocabulary of the model.
 //!
 //! Generated histories name templates by their index in the scenario and coupons by the claim
 //! that created them ([`CouponRef`]), so a scenario can be written — and shrunk — before any
@@ -8,7 +8,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// What happens to a coupon when its redemption is refunded (DESIGN §3, §5.3).
+/// What happens to a coupon when its redemption is refunded (docs/ARCHITECTURE.md, "Redeem
+/// and refund").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Policy {
@@ -101,7 +102,8 @@ impl Op {
     }
 }
 
-/// Why the engine refused an operation; the names match the HTTP error codes (DESIGN §9).
+/// Why the engine refused an operation; the names match the HTTP error codes
+/// (docs/ARCHITECTURE.md, "HTTP API").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Refusal {

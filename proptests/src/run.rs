@@ -1,6 +1,6 @@
-//! Runs one scenario for real (DESIGN §7): an isolated engine (own database and Redis
-//! namespace; own `redis-server` when the case has faults), processes released together by a
-//! barrier, the nemesis alongside, then settle (heal, flush, reconcile) and check everything.
+//! Runs one scenario for real: an isolated engine (own database and Redis namespace; own
+//! `redis-server` when the case has faults), processes released together by a barrier, the
+//! nemesis alongside, then settle (heal, flush, reconcile) and check everything.
 
 use std::{
     collections::HashMap,
@@ -262,7 +262,7 @@ pub fn loses_redis_state(scenario: &Scenario) -> bool {
 }
 
 /// After the faults: drain the persister, then persist every pending intent and apply the
-/// outbox (DESIGN §6: invariants hold at quiescence).
+/// outbox (invariants hold at quiescence: docs/ARCHITECTURE.md, "Invariants").
 async fn settle(engine: &CouponEngine) -> anyhow::Result<()> {
     engine.flush().await?;
     let now = ReconcileOptions {

@@ -1,6 +1,6 @@
-//! Scenarios (DESIGN §7): templates, concurrent processes each running a sequence of
-//! operations, and an optional fault schedule; with the proptest strategies that generate
-//! (and shrink) them.
+//! Scenarios (docs/ARCHITECTURE.md, "Verification"): templates, concurrent processes each
+//! running a sequence of operations, and an optional fault schedule; with the proptest
+//! strategies that generate (and shrink) them.
 
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -27,7 +27,7 @@ pub enum Fault {
         n: u32,
     },
     /// Hold every claim `ms` between the Redis deduct and the Postgres insert (widens the
-    /// rebuild race of DESIGN §5.1 when combined with lost keys).
+    /// race of docs/ARCHITECTURE.md, "Rebuild and fencing", when combined with lost keys).
     DelayClaimAfterRedis {
         /// Delay in milliseconds.
         ms: u64,

@@ -1,6 +1,6 @@
-//! The trade-off of DESIGN §5.1, shown by the checker: in `async` mode a Redis crash loses
-//! acknowledged claims (I6), in `sync` mode it loses none. The Redis is this test's own
-//! `redis-server`, killed with SIGKILL and restarted empty.
+//! The trade-off of async mode (docs/ARCHITECTURE.md, "Claim"), shown by the checker: in
+//! `async` mode a Redis crash loses acknowledged claims (I6), in `sync` mode it loses none.
+//! The Redis is this test's own `redis-server`, killed with SIGKILL and restarted empty.
 
 use std::{sync::Arc, time::Duration};
 

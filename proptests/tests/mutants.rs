@@ -1,5 +1,6 @@
-//! Every defect mutant of DESIGN §12 must be killed by the property tests within a bounded
-//! number of cases, and the correct engine must survive the same runs (issue "Mutants").
+//! Every defect mutant (docs/ARCHITECTURE.md, "Mutants") must be killed by the property tests
+//! within a bounded number of cases, and the correct engine must survive the same runs (issue
+//! "Mutants").
 //! `reports/mutation-score.md` is the full table (`mutation-score` binary).
 
 use coupon_engine::Variant;

@@ -1,6 +1,6 @@
-//! `coupon-server-mutants`: `coupon-server` serving a deliberately broken engine (DESIGN §12),
-//! so a harness pointed at it with `--target` can be shown to fail. Built only with the
-//! engine's `mutants` feature; never deploy it.
+//! `coupon-server-mutants`: `coupon-server` serving a deliberately broken engine
+//! (docs/ARCHITECTURE.md, "Mutants"), so a harness pointed at it with `--target` can be shown
+//! to fail. Built only with the engine's `mutants` feature; never deploy it.
 
 mod server;
 
@@ -14,7 +14,7 @@ struct Cli {
     #[command(flatten)]
     server: server::ServerArgs,
     /// The engine to serve: correct, or a defect mutant (d1, d2, d3, d4, d5, d5b, d6, d6b,
-    /// d7, d8; DESIGN §12).
+    /// d7, d8; see docs/ARCHITECTURE.md, "Mutants").
     #[arg(long, value_name = "NAME", env = "COUPON_MUTANT")]
     mutant: Variant,
 }

@@ -1,5 +1,6 @@
-//! `coupon-server`: the coupon API over HTTP (DESIGN §9). Always the correct engine: the
-//! defect mutants are served only by `coupon-server-mutants` (see `server/mod.rs` for why).
+//! `coupon-server`: the coupon API over HTTP (docs/ARCHITECTURE.md, "HTTP API"). Always the
+//! correct engine: the defect mutants are served only by `coupon-server-mutants` (see
+//! `server/mod.rs` for why).
 
 mod server;
 

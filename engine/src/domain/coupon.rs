@@ -1,4 +1,5 @@
-//! Claimed coupons and their state machine (DESIGN §3).
+//! Claimed coupons and their state machine (docs/ARCHITECTURE.md, "Coupon states and
+//! discounts").
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -40,7 +41,7 @@ impl CouponStatus {
         }
     }
 
-    /// Whether a coupon in this status counts against stock and the per-user limit (§6).
+    /// Whether a coupon in this status counts against stock and the per-user limit.
     pub fn counts_against_stock(self) -> bool {
         !matches!(self, Self::Revoked)
     }

@@ -1,4 +1,5 @@
-//! Discount rules: fixed, percent (optionally capped) and threshold (DESIGN §3).
+//! Discount rules: fixed, percent (optionally capped) and threshold (docs/ARCHITECTURE.md,
+//! "Coupon states and discounts").
 
 use serde::{Deserialize, Serialize};
 

@@ -7,7 +7,8 @@ use uuid::Uuid;
 use super::discount::Discount;
 use crate::error::{EngineError, EngineResult};
 
-/// What a refund does with the coupon (DESIGN §5.3). Never both.
+/// What a refund does with the coupon (docs/ARCHITECTURE.md, "Redeem and refund"). Never
+/// both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RefundPolicy {

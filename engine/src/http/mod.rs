@@ -1,5 +1,5 @@
-//! The coupon HTTP API (DESIGN §9) on axum: routes only translate between JSON and the
-//! engine; errors map to stable codes; internals never reach clients.
+//! The coupon HTTP API (docs/ARCHITECTURE.md, "HTTP API") on axum: routes only translate
+//! between JSON and the engine; errors map to stable codes; internals never reach clients.
 
 pub mod auth;
 pub mod dto;

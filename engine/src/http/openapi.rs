@@ -13,12 +13,12 @@ use super::{dto, routes};
 #[openapi(
     info(
         title = "coupon-engine",
-        description = "Coupon / flash-sale API (DESIGN §9). Every error is \
-            `{\"error\": {\"code\", \"message\"}}`; bodies are limited to 16 KiB (413). Admin \
-            operations take the admin bearer token (`admin`), user operations a user token \
-            minted by `POST /v1/admin/user-tokens` (`user`). Redeem belongs to the order \
-            service (`service`, the server's COUPON_SERVICE_TOKEN), not to the shopper: it \
-            takes `order_amount` from its caller."
+        description = "Coupon / flash-sale API (docs/ARCHITECTURE.md, \"HTTP API\"). Every \
+            error is `{\"error\": {\"code\", \"message\"}}`; bodies are limited to 16 KiB \
+            (413). Admin operations take the admin bearer token (`admin`), user operations a \
+            user token minted by `POST /v1/admin/user-tokens` (`user`). Redeem belongs to the \
+            order service (`service`, the server's COUPON_SERVICE_TOKEN), not to the shopper: \
+            it takes `order_amount` from its caller."
     ),
     paths(
         routes::create_template, routes::get_template, routes::claim, routes::redeem,

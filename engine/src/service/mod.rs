@@ -1,4 +1,5 @@
-//! The coupon service: composes the Redis and Postgres stores into the flows of DESIGN §5.
+//! The coupon service: composes the Redis and Postgres stores into the flows (claim, redeem,
+//! refund, rebuild, reconcile, expiry; docs/ARCHITECTURE.md, "Claim" onwards).
 
 mod batcher;
 mod claim;

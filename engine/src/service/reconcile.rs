@@ -1,5 +1,5 @@
-//! The reconciler (DESIGN §5.4): persists stale pending intents, applies the outbox, and
-//! reports drift between Redis and Postgres.
+//! The reconciler (docs/ARCHITECTURE.md, "Reconcile and background work"): persists stale
+//! pending intents, applies the outbox, and reports drift between Redis and Postgres.
 
 use std::{collections::HashMap, time::Duration};
 

@@ -1,5 +1,5 @@
 //! Redeem (核销): optional token lock, then one transaction of the conditional UPDATE and the
-//! use-log INSERT (DESIGN §5.2).
+//! use-log INSERT (docs/ARCHITECTURE.md, "Redeem and refund").
 
 use std::time::Duration;
 

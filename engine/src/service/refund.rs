@@ -1,6 +1,6 @@
 //! Refund (退券): one transaction restores the coupon per the template's policy and marks the
 //! use-log row undone; `return_to_stock` also writes an outbox row that the relay applies to
-//! Redis exactly once. Never both (DESIGN §5.3, defect D4).
+//! Redis exactly once. Never both (defect D4; docs/ARCHITECTURE.md, "Redeem and refund").
 
 use serde::Serialize;
 use sqlx::Row;

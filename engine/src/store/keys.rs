@@ -1,5 +1,6 @@
-//! Redis key layout (DESIGN §4). All keys of one template share the hash tag `{T}`, so one
-//! script touches one cluster slot; every key starts with the engine's namespace.
+//! Redis key layout (docs/ARCHITECTURE.md, "Data model"). All keys of one template share the
+//! hash tag `{T}`, so one script touches one cluster slot; every key starts with the engine's
+//! namespace.
 
 use uuid::Uuid;
 
@@ -13,7 +14,7 @@ pub struct TemplateKeys {
     pub claimed: String,
     /// Hash claim_request_id -> claim intent not yet persisted.
     pub pending: String,
-    /// Fencing epoch of the current Redis state (DESIGN §5.1, the rebuild race).
+    /// Fencing epoch of the current Redis state (docs/ARCHITECTURE.md, "Rebuild and fencing").
     pub epoch: String,
     /// Set of stock_outbox ids already applied (exactly-once relay).
     pub applied: String,

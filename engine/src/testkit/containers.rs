@@ -1,5 +1,6 @@
-//! Way 2 of DESIGN §10: Redis and Postgres in containers via testcontainers-modules, with
-//! current image tags (not the modules' old defaults). Ports are published on 127.0.0.1.
+//! Way 2 of provisioning (docs/ARCHITECTURE.md, "Provisioning"): Redis and Postgres in
+//! containers via testcontainers-modules, with current image tags (not the modules' old
+//! defaults). Ports are published on 127.0.0.1.
 
 use std::time::Duration;
 

@@ -1,6 +1,7 @@
-//! Way 3 of DESIGN §10: `redis-server` and `initdb`/`pg_ctl` from this machine, started on
-//! free loopback ports in a temp dir and stopped on drop (or when the owning process exits,
-//! for instances kept in a process-wide static).
+//! Way 3 of provisioning (docs/ARCHITECTURE.md, "Provisioning"): `redis-server` and
+//! `initdb`/`pg_ctl` from this machine, started on free loopback ports in a temp dir and
+//! stopped on drop (or when the owning process exits, for instances kept in a process-wide
+//! static).
 
 use std::{
     net::TcpListener,

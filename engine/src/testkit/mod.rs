@@ -1,4 +1,5 @@
-//! Provisioning of Redis and Postgres for tests and load runs (DESIGN §10), in this order:
+//! Provisioning of Redis and Postgres for tests and load runs (docs/ARCHITECTURE.md,
+//! "Provisioning"), in this order:
 //!
 //! 1. `COUPON_REDIS_URL` and `COUPON_DATABASE_URL`: existing services;
 //! 2. testcontainers (images from `images.env`) when a Docker daemon answers;

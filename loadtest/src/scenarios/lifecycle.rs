@@ -1,4 +1,4 @@
-//! `lifecycle` (DESIGN §8 "claim-redeem-refund"): claim → redeem with a random order →
+//! `lifecycle` (the claim-redeem-refund life cycle): claim → redeem with a random order →
 //! duplicate submissions (same ids: same answer), a clashing order (must get 409
 //! `already_used`), cross-user attempts on the coupon (must get 403 `not_owner`), some
 //! refunds (policy `return_to_user` or `return_to_stock`, alternately) and re-redeems.
