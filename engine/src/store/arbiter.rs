@@ -1,4 +1,4 @@
-//! Postgres decides (docs/ARCHITECTURE.md, "Redis admits, Postgres decides"): a batch of
+//! Postgres decides (docs/ARCHITECTURE.md, "Group commit"): a batch of
 //! claim intents that Redis admitted is judged in one transaction that holds the template's
 //! `template_stock` row, so neither a stale Redis, a lost key nor a rebuild race can make it
 //! issue more than `total_stock` coupons or more than `per_user_limit` to one user.
