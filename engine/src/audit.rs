@@ -12,31 +12,12 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use uuid::Uuid;
 
-use crate::{CouponEngine, error::EngineResult, service::pending_per_user};
-
-/// The invariants the auditor checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Invariant {
-    /// No oversell: coupons counting against stock ≤ total; Redis stock ≥ 0.
-    I1,
-    /// Conservation: Redis stock + counted (+ in flight) = total.
-    I2,
-    /// Per-user limit held, and equal to Redis' claimed count.
-    I3,
-    /// Single use: a coupon is used iff it has exactly one live use-log row for its order.
-    I4,
-    /// Legal states and transitions only.
-    I5,
-}
-
-/// One broken invariant, with what was seen.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Violation {
-    /// Which invariant.
-    pub invariant: Invariant,
-    /// What was seen.
-    pub detail: String,
-}
+use crate::{
+    CouponEngine,
+    error::EngineResult,
+    invariant::{Finding, Invariant},
+    service::pending_per_user,
+};
 
 /// The auditor's verdict on one template.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -54,7 +35,7 @@ pub struct AuditReport {
     /// Refunds to stock committed and not yet applied to Redis.
     pub outbox_unapplied: i64,
     /// Everything wrong; empty means the template is sound.
-    pub violations: Vec<Violation>,
+    pub violations: Vec<Finding>,
 }
 
 impl AuditReport {
@@ -66,13 +47,13 @@ impl AuditReport {
     /// The distinct invariants violated, in order.
     pub fn violated(&self) -> Vec<Invariant> {
         let mut v: Vec<Invariant> = self.violations.iter().map(|v| v.invariant).collect();
-        v.sort_by_key(|i| *i as u8);
+        v.sort();
         v.dedup();
         v
     }
 
     fn flag(&mut self, invariant: Invariant, detail: String) {
-        self.violations.push(Violation { invariant, detail });
+        self.violations.push(Finding { invariant, detail });
     }
 }
 

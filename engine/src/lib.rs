@@ -17,6 +17,7 @@ pub mod error;
 pub mod failpoint;
 #[cfg(feature = "http")]
 pub mod http;
+pub mod invariant;
 #[cfg(feature = "mutants")]
 mod mutants;
 pub mod service;
@@ -25,7 +26,7 @@ pub mod store;
 pub mod testkit;
 pub mod variant;
 
-pub use audit::{AuditReport, Invariant, Violation};
+pub use audit::AuditReport;
 pub use config::{EngineConfig, Persistence};
 pub use domain::{
     coupon::{Coupon, CouponStatus},
@@ -33,6 +34,7 @@ pub use domain::{
     template::{NewTemplate, RefundPolicy, Template, TemplateStatus},
 };
 pub use error::{EngineError, EngineResult};
+pub use invariant::{Finding, Invariant};
 pub use service::{
     ClaimReceipt, CouponEngine, Rebuilt, ReconcileOptions, ReconcileReport, Redemption,
     RefundReceipt,

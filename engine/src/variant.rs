@@ -48,6 +48,10 @@ pub enum Variant {
     /// Postgres (the round-1 behaviour): a stale Redis oversells.
     #[cfg(feature = "mutants")]
     D8,
+    /// D9: a claim batch is answered as soon as it commits, without the durability
+    /// barrier: the commit is asynchronous, so a Postgres crash loses acknowledged claims.
+    #[cfg(feature = "mutants")]
+    D9,
 }
 
 impl Variant {
@@ -75,6 +79,8 @@ impl Variant {
             Self::D7,
             #[cfg(feature = "mutants")]
             Self::D8,
+            #[cfg(feature = "mutants")]
+            Self::D9,
         ]
     }
 
@@ -88,6 +94,15 @@ impl Variant {
             #[cfg(feature = "mutants")]
             Self::D1 | Self::D6 | Self::D6b | Self::D8 => Arbitration::TrustRedis,
             _ => Arbitration::Enforced,
+        }
+    }
+
+    /// Whether a claim is answered only once its batch's commit is on disk.
+    pub fn waits_for_durability(self) -> bool {
+        match self {
+            #[cfg(feature = "mutants")]
+            Self::D9 => false,
+            _ => true,
         }
     }
 

@@ -13,6 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use coupon_engine::{Finding, Invariant};
+
 use crate::{
     history::{History, HistoryError, Operation, Outcome},
     op::{CouponRef, Op, OpResult},
@@ -67,34 +69,16 @@ pub struct FinalState {
     pub coupons: Vec<FinalCoupon>,
 }
 
-/// The invariant an acknowledgement violation breaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum AckInvariant {
-    /// No lost acknowledgement; nothing exists that no client attempted.
-    I6,
-    /// Idempotency: a retried request has no second effect.
-    I7,
-}
-
-/// One violation, with the facts that show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AckViolation {
-    /// The invariant broken.
-    pub invariant: AckInvariant,
-    /// What was acknowledged and what the final state shows.
-    pub detail: String,
-}
-
 /// Checks I6 and I7 of `history` against `final_state`; empty when both hold.
 pub fn check_acks(
     history: &History,
     final_state: &FinalState,
-) -> Result<Vec<AckViolation>, HistoryError> {
+) -> Result<Vec<Finding>, HistoryError> {
     Ok(check_operations(&history.operations()?, final_state))
 }
 
 /// [`check_acks`] on already paired operations.
-pub fn check_operations(ops: &[Operation], final_state: &FinalState) -> Vec<AckViolation> {
+pub fn check_operations(ops: &[Operation], final_state: &FinalState) -> Vec<Finding> {
     let mut coupons: BTreeMap<CouponRef, Vec<&FinalCoupon>> = BTreeMap::new();
     for coupon in &final_state.coupons {
         coupons.entry(coupon.coupon_ref()).or_default().push(coupon);
@@ -106,19 +90,19 @@ pub fn check_operations(ops: &[Operation], final_state: &FinalState) -> Vec<AckV
     violations
 }
 
-fn violation(invariant: AckInvariant, detail: String) -> AckViolation {
-    AckViolation { invariant, detail }
+fn violation(invariant: Invariant, detail: String) -> Finding {
+    Finding { invariant, detail }
 }
 
 /// I7: more than one coupon for one (template, request id).
-fn duplicates(coupons: &BTreeMap<CouponRef, Vec<&FinalCoupon>>) -> Vec<AckViolation> {
+fn duplicates(coupons: &BTreeMap<CouponRef, Vec<&FinalCoupon>>) -> Vec<Finding> {
     coupons
         .iter()
         .filter(|(_, found)| found.len() > 1)
         .map(|(name, found)| {
             let owners: Vec<&str> = found.iter().map(|c| c.user.as_str()).collect();
             violation(
-                AckInvariant::I7,
+                Invariant::I7,
                 format!(
                     "request {name} issued {} coupons (owners {})",
                     found.len(),
@@ -133,7 +117,7 @@ fn duplicates(coupons: &BTreeMap<CouponRef, Vec<&FinalCoupon>>) -> Vec<AckViolat
 fn lost_claims(
     ops: &[Operation],
     coupons: &BTreeMap<CouponRef, Vec<&FinalCoupon>>,
-) -> Vec<AckViolation> {
+) -> Vec<Finding> {
     let mut out = Vec::new();
     for op in ops {
         let (Op::Claim { user, .. }, Outcome::Ok(OpResult::Claimed { coupon })) =
@@ -154,13 +138,13 @@ fn lost_claims(
                 c.user
             ),
         };
-        out.push(violation(AckInvariant::I6, detail));
+        out.push(violation(Invariant::I6, detail));
     }
     out
 }
 
 /// I6: a coupon no unrefused claim of its owner asked for.
-fn unasked_coupons(ops: &[Operation], coupons: &[FinalCoupon]) -> Vec<AckViolation> {
+fn unasked_coupons(ops: &[Operation], coupons: &[FinalCoupon]) -> Vec<Finding> {
     let attempted: BTreeSet<(u32, &str, &str)> = ops
         .iter()
         .filter(|op| !matches!(op.outcome, Outcome::Fail(_)))
@@ -178,7 +162,7 @@ fn unasked_coupons(ops: &[Operation], coupons: &[FinalCoupon]) -> Vec<AckViolati
         .filter(|c| !attempted.contains(&(c.template, c.request_id.as_str(), c.user.as_str())))
         .map(|c| {
             violation(
-                AckInvariant::I6,
+                Invariant::I6,
                 format!(
                     "coupon {} of {} exists but no claim by {} with that request id \
                      succeeded or ended unknown",
@@ -194,10 +178,7 @@ fn unasked_coupons(ops: &[Operation], coupons: &[FinalCoupon]) -> Vec<AckViolati
 /// I6: the last acknowledged redeem or refund of a coupon is not what the coupon shows.
 /// Only judged when nothing else could have taken effect after it: no other redeem or
 /// refund of the coupon that ended unknown, or succeeded and overlapped it.
-fn lost_uses(
-    ops: &[Operation],
-    coupons: &BTreeMap<CouponRef, Vec<&FinalCoupon>>,
-) -> Vec<AckViolation> {
+fn lost_uses(ops: &[Operation], coupons: &BTreeMap<CouponRef, Vec<&FinalCoupon>>) -> Vec<Finding> {
     let mut touching: BTreeMap<&CouponRef, Vec<&Operation>> = BTreeMap::new();
     for op in ops
         .iter()
@@ -221,7 +202,7 @@ fn lost_uses(
             continue;
         }
         if let Some(detail) = contradiction(last, ret, found[0]) {
-            out.push(violation(AckInvariant::I6, detail));
+            out.push(violation(Invariant::I6, detail));
         }
     }
     out

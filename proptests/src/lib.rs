@@ -16,6 +16,7 @@
 //!   against Redis and Postgres, with faults, checked and shrunk.
 
 pub mod ack;
+pub mod checkers;
 pub mod histories;
 pub mod history;
 pub mod linearizability;
@@ -27,7 +28,8 @@ pub mod property;
 pub mod run;
 pub mod scenario;
 
-pub use ack::{AckInvariant, AckViolation, FinalCoupon, FinalState, FinalStatus, check_acks};
+pub use ack::{FinalCoupon, FinalState, FinalStatus, check_acks};
+pub use coupon_engine::{Finding, Invariant};
 pub use history::{
     Event, EventKind, History, HistoryError, OpId, Operation, Outcome, ProcessIds, Recorder,
 };

@@ -71,6 +71,7 @@ pub fn defect(v: Variant) -> &'static str {
         "d6b" => "rebuild counts rows without fencing late writers",
         "d7" => "no idempotency key: retries claim again",
         "d8" => "claim batch inserts whatever Redis admitted: no stock or limit check in Postgres",
+        "d9" => "claim batch answered when it commits, before the commit is durable",
         _ => "none (the real engine)",
     }
 }
@@ -94,6 +95,7 @@ fn strategy(v: Variant, cfg: &PropertyConfig) -> BoxedStrategy<Scenario> {
     match v.name().as_str() {
         "d6b" => rebuild_race(base),
         "d8" => stale_restart(base),
+        "d9" => postgres_crash(base),
         _ => base.boxed(),
     }
 }
@@ -111,6 +113,20 @@ pub fn lagging_promotion(
         template: 0,
         lag_ms,
     })
+}
+
+/// Answering before the commit is durable (D9) only shows when Postgres crashes after the
+/// answer: every case crashes the case's own Postgres while claims are decided.
+pub fn postgres_crash(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStrategy<Scenario> {
+    (base, 10u64..=80)
+        .prop_map(|(mut s, at_ms)| {
+            s.faults = vec![TimedFault {
+                at_ms,
+                fault: Fault::CrashPostgres,
+            }];
+            s
+        })
+        .boxed()
 }
 
 /// Tight templates and slowed claims, with `rollback(lag_ms)` striking early: a fault that
@@ -220,22 +236,39 @@ pub fn score(v: Variant, cases: u32, shrink: u32) -> MutantScore {
             o.elapsed += elapsed;
         }
     }
-    MutantScore {
-        variant: v.name(),
-        defect: defect(v),
-        killed: o.minimal.is_some(),
-        invariants: o
-            .minimal
-            .as_ref()
-            .map(|m| m.invariants())
-            .unwrap_or_default(),
-        cases_to_kill: o.first_failure_at,
-        shrunk_ops: o.minimal.as_ref().map(|m| m.scenario.size()),
-        shrunk_faults: o.minimal.as_ref().map(|m| m.scenario.faults.len()),
-        history: o.history_path.map(workspace_relative),
-        error: o.harness_error,
-        seed: o.seed,
-        seconds: o.elapsed.as_secs_f64(),
+    MutantScore::from_outcome(v.name(), defect(v), o)
+}
+
+impl MutantScore {
+    /// Whether the row is the correct engine's (which must pass), not a mutant's.
+    pub fn is_correct(&self) -> bool {
+        self.variant.starts_with("correct")
+    }
+
+    /// The row of a property run against a variant (`label` names the variant and, for a
+    /// run aimed at one fault, the fault).
+    pub fn from_outcome(
+        label: String,
+        defect: &'static str,
+        o: crate::property::PropertyOutcome,
+    ) -> Self {
+        Self {
+            variant: label,
+            defect,
+            killed: o.minimal.is_some(),
+            invariants: o
+                .minimal
+                .as_ref()
+                .map(|m| m.invariants())
+                .unwrap_or_default(),
+            cases_to_kill: o.first_failure_at,
+            shrunk_ops: o.minimal.as_ref().map(|m| m.scenario.size()),
+            shrunk_faults: o.minimal.as_ref().map(|m| m.scenario.faults.len()),
+            history: o.history_path.map(workspace_relative),
+            error: o.harness_error,
+            seed: o.seed,
+            seconds: o.elapsed.as_secs_f64(),
+        }
     }
 }
 
@@ -262,12 +295,12 @@ pub fn markdown(rows: &[MutantScore], cases: u32) -> String {
     );
     md.push_str("|---|---|---|---|---|---|\n");
     for r in rows {
-        let verdict = match (r.variant.as_str(), r.killed, &r.error) {
+        let verdict = match (r.is_correct(), r.killed, &r.error) {
             (_, _, Some(_)) => "harness error".to_owned(),
-            ("correct", false, _) => "passes (no violation)".to_owned(),
-            ("correct", true, _) => "FAILS".to_owned(),
-            (_, true, _) => "killed".to_owned(),
-            (_, false, _) => "SURVIVED".to_owned(),
+            (true, false, _) => "passes (no violation)".to_owned(),
+            (true, true, _) => "FAILS".to_owned(),
+            (false, true, _) => "killed".to_owned(),
+            (false, false, _) => "SURVIVED".to_owned(),
         };
         md.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} |\n",

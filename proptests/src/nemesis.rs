@@ -7,7 +7,11 @@ use std::{sync::Arc, time::Duration};
 use coupon_engine::{
     CouponEngine,
     failpoint::{FailAction, Failpoint},
-    testkit::{ProvisionError, local::LocalRedis, redis_cluster::LocalCluster},
+    testkit::{
+        ProvisionError,
+        local::{LocalPostgres, LocalRedis},
+        redis_cluster::LocalCluster,
+    },
 };
 use sqlx::Connection;
 use tokio::sync::Mutex;
@@ -25,6 +29,8 @@ pub struct Target {
     pub redis: Option<Arc<Mutex<LocalRedis>>>,
     /// The case's own cluster (present whenever the schedule has a failover).
     pub cluster: Option<Arc<Mutex<LocalCluster>>>,
+    /// The case's own Postgres (present whenever the schedule crashes Postgres).
+    pub postgres: Option<Arc<LocalPostgres>>,
     /// URL of the case's own database.
     pub database_url: String,
 }
@@ -193,6 +199,18 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
                 "replication of :{} cut for {lag_ms}ms, then it took over from :{} \
                  (CLUSTER FAILOVER TAKEOVER)",
                 f.new_master, f.old_master
+            )
+        }
+        Fault::CrashPostgres => {
+            let pg = t
+                .postgres
+                .clone()
+                .ok_or_else(|| anyhow::anyhow!("this fault needs the case's own Postgres"))?;
+            let started = tokio::time::Instant::now();
+            tokio::task::spawn_blocking(move || pg.crash_and_restart()).await??;
+            format!(
+                "Postgres shut down immediately and back through crash recovery in {:?}",
+                started.elapsed()
             )
         }
     })

@@ -95,6 +95,11 @@ pub enum Fault {
         /// Writes the promoted replica misses.
         lag_ms: u64,
     },
+    /// On the case's own Postgres: an immediate shutdown (every process quits at once,
+    /// nothing flushed, as after a kill -9 of the postmaster), then a restart through crash
+    /// recovery on the same data. Asynchronously committed transactions not yet written out
+    /// are lost.
+    CrashPostgres,
 }
 
 /// A template key the eviction fault deletes.
@@ -124,6 +129,11 @@ impl Fault {
                 | Self::KillSlotMaster { .. }
                 | Self::LaggingTakeover { .. }
         )
+    }
+
+    /// True if the fault acts on a Postgres of the case's own.
+    pub fn needs_own_postgres(&self) -> bool {
+        matches!(self, Self::CrashPostgres)
     }
 
     /// True if the fault acts on a Redis Cluster of the case's own.

@@ -30,6 +30,7 @@ use crate::{
         arbiter::{self, Arbitration, Verdict},
         redis::PendingIntent,
     },
+    variant::Variant,
 };
 
 /// A worker with nothing queued for this long stops (the next claim starts another).
@@ -110,20 +111,20 @@ struct Job {
 pub(super) struct Batcher {
     pg: PgPool,
     limits: BatchLimits,
-    arbitration: Arbitration,
+    variant: Variant,
     queues: Mutex<HashMap<Uuid, mpsc::Sender<Job>>>,
     stats: Arc<BatchStats>,
 }
 
 impl Batcher {
-    pub(super) fn new(pg: PgPool, limits: BatchLimits, arbitration: Arbitration) -> Self {
+    pub(super) fn new(pg: PgPool, limits: BatchLimits, variant: Variant) -> Self {
         Self {
             pg,
             limits: BatchLimits {
                 max_batch: limits.max_batch.max(1),
                 ..limits
             },
-            arbitration,
+            variant,
             queues: Mutex::new(HashMap::new()),
             stats: Arc::default(),
         }
@@ -179,13 +180,14 @@ impl Batcher {
             .entry(template)
             .or_insert_with(|| {
                 let (tx, rx) = mpsc::channel(self.limits.max_batch * 4);
-                tokio::spawn(work(
-                    rx,
-                    self.pg.clone(),
-                    self.limits,
-                    self.arbitration,
-                    self.stats.clone(),
-                ));
+                let committer = Committer {
+                    pg: self.pg.clone(),
+                    arbitration: self.variant.arbitration(),
+                    #[cfg(feature = "mutants")]
+                    confirm_durable: self.variant.waits_for_durability(),
+                    stats: self.stats.clone(),
+                };
+                tokio::spawn(work(rx, committer, self.limits));
                 tx
             })
             .clone()
@@ -196,21 +198,13 @@ impl Batcher {
 struct Committer {
     pg: PgPool,
     arbitration: Arbitration,
+    /// False only in mutant D9.
+    #[cfg(feature = "mutants")]
+    confirm_durable: bool,
     stats: Arc<BatchStats>,
 }
 
-async fn work(
-    mut rx: mpsc::Receiver<Job>,
-    pg: PgPool,
-    limits: BatchLimits,
-    arbitration: Arbitration,
-    stats: Arc<BatchStats>,
-) {
-    let committer = Committer {
-        pg,
-        arbitration,
-        stats,
-    };
+async fn work(mut rx: mpsc::Receiver<Job>, committer: Committer, limits: BatchLimits) {
     let mut batch = Vec::with_capacity(limits.max_batch);
     loop {
         let first = match tokio::time::timeout(IDLE_STOP, rx.recv()).await {
@@ -263,6 +257,7 @@ impl Committer {
             pg,
             arbitration,
             stats,
+            ..
         } = self;
         let arbitration = *arbitration;
         let Some(template) = batch.last().map(|j| j.template.clone()) else {
@@ -278,6 +273,13 @@ impl Committer {
                 Ok(undurable) => {
                     stats.observe(batch.len(), started.elapsed());
                     let replies: Vec<_> = batch.into_iter().map(|j| j.reply).collect();
+                    #[cfg(feature = "mutants")]
+                    if !self.confirm_durable {
+                        for (reply, verdict) in replies.into_iter().zip(undurable.unconfirmed()) {
+                            let _ = reply.send(Ok(verdict));
+                        }
+                        return;
+                    }
                     // The pool's size bounds how many batches await their barrier.
                     tokio::spawn(answer_when_durable(undurable, replies));
                     return;

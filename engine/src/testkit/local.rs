@@ -83,6 +83,11 @@ pub struct LocalPostgres {
 impl LocalPostgres {
     /// Creates and starts a throwaway cluster on a free loopback port (trust auth).
     pub fn start() -> Result<Self, ProvisionError> {
+        Self::start_with(&[])
+    }
+
+    /// [`Self::start`] with extra server settings (`name=value`, as `postgres -c` takes).
+    pub fn start_with(settings: &[&str]) -> Result<Self, ProvisionError> {
         let initdb = find_binary("initdb").ok_or_else(|| {
             ProvisionError::Local("initdb not found in PATH or /usr/lib/postgresql/*/bin".into())
         })?;
@@ -113,10 +118,14 @@ impl LocalPostgres {
             "initdb",
         )?;
         let port = free_port()?;
-        let opts = format!(
+        let mut opts = format!(
             "-p {port} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=200",
             dir.path().display()
         );
+        for setting in settings {
+            opts.push_str(" -c ");
+            opts.push_str(setting);
+        }
         let stop = format!(
             "{} {} -D {} -m immediate stop",
             if as_postgres {

@@ -64,7 +64,7 @@ fn state(coupons: Vec<FinalCoupon>) -> FinalState {
 }
 
 /// The invariants of the violations found, in order.
-fn found(ops: &[Operation], final_state: &FinalState) -> Vec<AckInvariant> {
+fn found(ops: &[Operation], final_state: &FinalState) -> Vec<Invariant> {
     check_operations(ops, final_state)
         .into_iter()
         .map(|v| v.invariant)
@@ -102,10 +102,10 @@ fn accepts_refund_then_expiry() {
 #[test]
 fn rejects_lost_claim() {
     let ops = [ok(claim("a", "r1"), 0, 10)];
-    assert_eq!(found(&ops, &state(vec![])), vec![AckInvariant::I6]);
+    assert_eq!(found(&ops, &state(vec![])), vec![Invariant::I6]);
     // A coupon under that request id owned by someone else does not count.
     let fin = state(vec![coupon("b", "r1", FinalStatus::Issued, &[])]);
-    assert_eq!(found(&ops, &fin), vec![AckInvariant::I6, AckInvariant::I6]);
+    assert_eq!(found(&ops, &fin), vec![Invariant::I6, Invariant::I6]);
 }
 
 #[test]
@@ -114,14 +114,14 @@ fn rejects_coupon_only_refused_claims_asked_for() {
     let fin = state(vec![coupon("a", "r1", FinalStatus::Issued, &[])]);
     let violations = check_operations(&ops, &fin);
     assert_eq!(violations.len(), 1);
-    assert_eq!(violations[0].invariant, AckInvariant::I6);
+    assert_eq!(violations[0].invariant, Invariant::I6);
     assert!(violations[0].detail.contains("t0/r1"), "{violations:?}");
 }
 
 #[test]
 fn rejects_coupon_nobody_asked_for() {
     let fin = state(vec![coupon("a", "r9", FinalStatus::Issued, &[])]);
-    assert_eq!(found(&[], &fin), vec![AckInvariant::I6]);
+    assert_eq!(found(&[], &fin), vec![Invariant::I6]);
 }
 
 #[test]
@@ -131,17 +131,17 @@ fn rejects_double_issue() {
         coupon("a", "r1", FinalStatus::Issued, &[]),
         coupon("a", "r1", FinalStatus::Issued, &[]),
     ]);
-    assert_eq!(found(&ops, &fin), vec![AckInvariant::I7]);
+    assert_eq!(found(&ops, &fin), vec![Invariant::I7]);
 }
 
 #[test]
 fn rejects_lost_redeem() {
     let ops = [ok(claim("a", "r1"), 0, 10), ok(redeem("r1", "o1"), 20, 30)];
     let fin = state(vec![coupon("a", "r1", FinalStatus::Issued, &[])]);
-    assert_eq!(found(&ops, &fin), vec![AckInvariant::I6]);
+    assert_eq!(found(&ops, &fin), vec![Invariant::I6]);
     // Used by the order but its use-log row is gone.
     let fin = state(vec![coupon("a", "r1", used("o1"), &[])]);
-    assert_eq!(found(&ops, &fin), vec![AckInvariant::I6]);
+    assert_eq!(found(&ops, &fin), vec![Invariant::I6]);
 }
 
 #[test]
@@ -152,7 +152,7 @@ fn rejects_lost_refund() {
         ok(refund("r1", "o1"), 40, 50),
     ];
     let fin = state(vec![coupon("a", "r1", used("o1"), &["o1"])]);
-    assert_eq!(found(&ops, &fin), vec![AckInvariant::I6]);
+    assert_eq!(found(&ops, &fin), vec![Invariant::I6]);
 }
 
 #[test]
@@ -178,7 +178,7 @@ fn does_not_judge_an_overtaken_acknowledgement() {
         ok(redeem("r1", "o1"), 20, 30),
         fail(refund("r1", "o1"), 25, 40),
     ];
-    assert_eq!(found(&ops, &fin), vec![AckInvariant::I6]);
+    assert_eq!(found(&ops, &fin), vec![Invariant::I6]);
 }
 
 #[test]

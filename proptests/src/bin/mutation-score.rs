@@ -8,7 +8,12 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use coupon_proptests::mutation::{markdown, score, selected_variants};
+use coupon_proptests::mutation::{
+    MutantScore, defect, markdown, score, score_failover, selected_variants,
+};
+
+/// Cases of the failover runs: each is a case on a Redis Cluster of its own, so fewer.
+const FAILOVER_CASES: u32 = 12;
 
 fn main() -> anyhow::Result<()> {
     let cases: u32 = match std::env::args().nth(1) {
@@ -30,6 +35,21 @@ fn main() -> anyhow::Result<()> {
         );
         rows.push(row);
     }
+    // The correct engine and D8 again, through a Redis Cluster failover to a lagging replica.
+    for v in selected_variants() {
+        if !matches!(v.name().as_str(), "correct" | "d8") {
+            continue;
+        }
+        eprintln!(
+            "== {} through a lagging promotion ({FAILOVER_CASES} cases at most)",
+            v.name()
+        );
+        let o = score_failover(v, FAILOVER_CASES, 3);
+        let row =
+            MutantScore::from_outcome(format!("{} (cluster failover)", v.name()), defect(v), o);
+        eprintln!("   killed={} {:?}", row.killed, row.invariants);
+        rows.push(row);
+    }
     let md = markdown(&rows, cases);
     println!("{md}");
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../reports");
@@ -40,6 +60,6 @@ fn main() -> anyhow::Result<()> {
     eprintln!("wrote reports/mutation-score.md and reports/mutation-score.json");
     let bad = rows
         .iter()
-        .any(|r| r.error.is_some() || (r.variant == "correct") == r.killed);
+        .any(|r| r.error.is_some() || r.is_correct() == r.killed);
     std::process::exit(i32::from(bad));
 }

@@ -8,57 +8,32 @@
 use coupon_engine::Variant;
 use coupon_proptests::{
     mutation::score_failover,
-    property::{PropertyConfig, PropertyOutcome, check_with},
+    property::{PropertyConfig, check_with},
     run::RunConfig,
     scenario::failover_scenarios,
 };
+
+use super::{assert_passed, cases, report};
 
 /// Cases a failover mutant may survive before the test fails.
 const CASE_BOUND: u32 = 12;
 /// Shrinking steps per kill: each is a case on a new cluster, so few.
 const SHRINK: u32 = 3;
 
-fn report(o: &PropertyOutcome) {
-    eprintln!(
-        "[{}] {} cases in {:.1?}; first failure at {:?}; invariants {:?}; history {:?}",
-        o.name,
-        o.executions,
-        o.elapsed,
-        o.first_failure_at,
-        o.minimal.as_ref().map(|m| m.invariants()),
-        o.history_path
-    );
-}
-
-/// Default cases: `release` in an optimised build, `debug` otherwise.
-fn cases(release: u32, debug: u32) -> u32 {
-    if cfg!(debug_assertions) {
-        debug
-    } else {
-        release
-    }
-}
-
 #[test]
 fn sync_engine_holds_its_invariants_through_failovers() {
+    let _serial = super::one_at_a_time();
     let cfg = PropertyConfig {
         max_shrink_iters: SHRINK,
         ..PropertyConfig::new("sync_failover", cases(8, 3), RunConfig::default())
     };
     let o = check_with(&cfg, failover_scenarios(cfg.max_processes, cfg.max_ops));
-    report(&o);
-    assert!(
-        o.passed(),
-        "{}: {:?}\nminimal case: {:?}\nhistory: {:?}",
-        o.name,
-        o.harness_error,
-        o.minimal.as_ref().map(|m| (m.invariants(), &m.findings)),
-        o.history_path
-    );
+    assert_passed(&o);
 }
 
 #[test]
 fn a_lagging_promotion_kills_d8_and_the_correct_engine_survives_it() {
+    let _serial = super::one_at_a_time();
     let correct = score_failover(Variant::Correct, cases(4, 2), SHRINK);
     report(&correct);
     assert!(

@@ -9,14 +9,14 @@ use coupon_engine::{
     testkit::{Backends, TestEnv, local::LocalRedis, shared_backends},
 };
 use coupon_proptests::{
-    AckInvariant, EventKind, Op, OpResult, Recorder, check_acks, op::CouponRef, run::final_state,
+    EventKind, Invariant, Op, OpResult, Recorder, check_acks, op::CouponRef, run::final_state,
 };
 
 /// Claims five coupons, kills Redis, claims once more (which rebuilds), drains, and returns
 /// the ack checker's violations.
 async fn crash_after_acks(
     persistence: Persistence,
-) -> anyhow::Result<Vec<coupon_proptests::AckViolation>> {
+) -> anyhow::Result<Vec<coupon_proptests::Finding>> {
     let mut redis = LocalRedis::start()?;
     let shared = shared_backends().await?;
     let backends = Arc::new(Backends::with_urls(
@@ -93,7 +93,7 @@ async fn async_mode_loses_acknowledged_claims_when_redis_crashes() -> anyhow::Re
     let violations = crash_after_acks(Persistence::Async).await?;
     eprintln!("{violations:#?}");
     assert_eq!(violations.len(), 5, "{violations:#?}");
-    assert!(violations.iter().all(|v| v.invariant == AckInvariant::I6));
+    assert!(violations.iter().all(|v| v.invariant == Invariant::I6));
     Ok(())
 }
 

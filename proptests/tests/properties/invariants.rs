@@ -5,45 +5,22 @@
 
 use coupon_engine::Persistence;
 use coupon_proptests::{
-    property::{PropertyConfig, PropertyOutcome, check_property},
+    property::{PropertyConfig, check_property},
     run::RunConfig,
 };
 
-fn assert_passed(o: &PropertyOutcome) {
-    assert!(
-        o.passed(),
-        "{}: {:?}\nminimal case: {:?}\nhistory: {:?}",
-        o.name,
-        o.harness_error,
-        o.minimal.as_ref().map(|m| (m.invariants(), &m.findings)),
-        o.history_path
-    );
-    eprintln!(
-        "[{}] {} cases passed in {:.1?} ({:.1} cases/s)",
-        o.name,
-        o.executions,
-        o.elapsed,
-        f64::from(o.executions) / o.elapsed.as_secs_f64()
-    );
-}
-
-/// Default cases: `release` in an optimised build, `debug` otherwise.
-fn cases(release: u32, debug: u32) -> u32 {
-    if cfg!(debug_assertions) {
-        debug
-    } else {
-        release
-    }
-}
+use super::{assert_passed, cases};
 
 #[test]
 fn sync_engine_holds_every_invariant_without_faults() {
+    let _serial = super::one_at_a_time();
     let cfg = PropertyConfig::new("sync_no_faults", cases(200, 24), RunConfig::default());
     assert_passed(&check_property(&cfg));
 }
 
 #[test]
 fn sync_engine_holds_every_invariant_under_faults() {
+    let _serial = super::one_at_a_time();
     let cfg = PropertyConfig {
         max_faults: 3,
         ..PropertyConfig::new("sync_faults", cases(60, 24), RunConfig::default())
@@ -53,6 +30,7 @@ fn sync_engine_holds_every_invariant_under_faults() {
 
 #[test]
 fn async_engine_holds_every_invariant_without_faults() {
+    let _serial = super::one_at_a_time();
     let run = RunConfig {
         persistence: Persistence::Async,
         ..RunConfig::default()

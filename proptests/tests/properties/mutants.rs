@@ -13,6 +13,7 @@ const SHRINK: u32 = 8;
 
 #[test]
 fn every_mutant_is_killed_and_the_correct_engine_survives() {
+    let _serial = super::one_at_a_time();
     let mut failures = Vec::new();
     for v in selected_variants() {
         let row = score(v, CASE_BOUND, SHRINK);

@@ -1,0 +1,238 @@
+use coupon_engine::{CouponStatus, RefundPolicy};
+
+use super::*;
+use crate::{acks::tests::ev, templates::Role};
+use coupon_engine::DiscountKind;
+
+fn template(stock: i64, limit: i32, policy: RefundPolicy) -> TemplateInfo {
+    TemplateInfo {
+        id: Uuid::new_v4(),
+        role: Role::Hot,
+        name: "t".into(),
+        total_stock: stock,
+        per_user_limit: limit,
+        refund_policy: policy,
+        discount: DiscountKind::Fixed,
+        min_order_amount: None,
+    }
+}
+
+fn audit(t: &TemplateInfo) -> AuditReport {
+    AuditReport {
+        template_id: t.id,
+        total_stock: t.total_stock,
+        redis_stock: Some(0),
+        counted: 0,
+        pending: 0,
+        outbox_unapplied: 0,
+        violations: Vec::new(),
+    }
+}
+
+fn claim(t: &TemplateInfo, user: &str, rid: &str, status: u16, coupon: Option<Uuid>) -> Event {
+    let mut e = ev(Op::Claim, user, Some(status), None);
+    e.template = Some(t.id);
+    e.request_id = Some(rid.into());
+    e.coupon = coupon;
+    if status == 409 {
+        e.code = Some("user_limit".into());
+    }
+    e
+}
+
+fn op(kind: Op, t: &TemplateInfo, user: &str, c: Uuid, order: &str, status: u16) -> Event {
+    let mut e = ev(kind, user, Some(status), None);
+    e.template = Some(t.id);
+    e.coupon = Some(c);
+    e.order_id = Some(order.into());
+    e
+}
+
+fn wallet_coupon(
+    t: &TemplateInfo,
+    user: &str,
+    id: Uuid,
+    status: CouponStatus,
+    order: Option<&str>,
+) -> Coupon {
+    let now = time::OffsetDateTime::now_utc();
+    Coupon {
+        id,
+        template_id: t.id,
+        user_id: user.into(),
+        status,
+        order_id: order.map(str::to_owned),
+        claimed_at: now,
+        valid_from: now,
+        valid_until: now + time::Duration::days(30),
+        used_at: None,
+    }
+}
+
+fn failed(results: &[InvariantResult]) -> Vec<String> {
+    results
+        .iter()
+        .filter(|r| !r.passed)
+        .map(|r| r.id.clone())
+        .collect()
+}
+
+#[test]
+fn a_clean_history_passes() {
+    let t = template(1, 1, RefundPolicy::ReturnToUser);
+    let c = Uuid::new_v4();
+    let events = vec![
+        claim(&t, "a", "r1", 201, Some(c)),
+        claim(&t, "a", "r1", 201, Some(c)),
+        op(Op::Redeem, &t, "a", c, "o1", 200),
+        op(Op::Redeem, &t, "a", c, "o2", 409),
+        op(Op::RedeemCrossUser, &t, "b", c, "o3", 403),
+        claim(&t, "b", "r2", 409, None),
+    ];
+    let wallets = HashMap::from([
+        (
+            "a".to_owned(),
+            vec![wallet_coupon(&t, "a", c, CouponStatus::Used, Some("o1"))],
+        ),
+        ("b".to_owned(), vec![]),
+    ]);
+    let audits = vec![audit(&t)];
+    let r = evaluate(&Evidence {
+        refusals_not_kept: 0,
+        events: &events,
+        templates: std::slice::from_ref(&t),
+        audits: &audits,
+        wallets: &wallets,
+    });
+    assert!(failed(&r).is_empty(), "{r:#?}");
+}
+
+#[test]
+fn oversell_double_use_authz_and_lost_acks_are_caught() {
+    let t = template(1, 1, RefundPolicy::ReturnToUser);
+    let (c1, c2) = (Uuid::new_v4(), Uuid::new_v4());
+    let events = vec![
+        claim(&t, "a", "r1", 201, Some(c1)),
+        claim(&t, "b", "r2", 201, Some(c2)),
+        op(Op::Redeem, &t, "a", c1, "o1", 200),
+        op(Op::Redeem, &t, "a", c1, "o2", 200),
+        op(Op::RefundCrossUser, &t, "b", c1, "o2", 200),
+    ];
+    let wallets = HashMap::from([
+        (
+            "a".to_owned(),
+            vec![wallet_coupon(&t, "a", c1, CouponStatus::Issued, None)],
+        ),
+        ("b".to_owned(), vec![]),
+    ]);
+    let audits = vec![audit(&t)];
+    let r = evaluate(&Evidence {
+        refusals_not_kept: 0,
+        events: &events,
+        templates: std::slice::from_ref(&t),
+        audits: &audits,
+        wallets: &wallets,
+    });
+    assert_eq!(failed(&r), ["I1", "I4", "I5", "I6"], "{r:#?}");
+}
+
+#[test]
+fn retries_must_answer_the_same() {
+    let t = template(10, 1, RefundPolicy::ReturnToStock);
+    let (c1, c2) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut dup = claim(&t, "a", "r1", 409, None);
+    dup.duplicate = true;
+    let events = vec![
+        claim(&t, "a", "r1", 201, Some(c1)),
+        dup,
+        claim(&t, "b", "r2", 201, Some(c2)),
+        claim(&t, "b", "r2", 201, Some(Uuid::new_v4())),
+    ];
+    let wallets = HashMap::new();
+    let audits = vec![audit(&t)];
+    let r = evaluate(&Evidence {
+        refusals_not_kept: 0,
+        events: &events,
+        templates: std::slice::from_ref(&t),
+        audits: &audits,
+        wallets: &wallets,
+    });
+    assert_eq!(failed(&r), ["I7"], "{r:#?}");
+    let i7 = r.iter().find(|x| x.id == "I7").map(|x| x.details.len());
+    assert_eq!(i7, Some(2));
+}
+
+#[test]
+fn unknown_outcomes_excuse_extra_coupons_but_not_more() {
+    let t = template(10, 5, RefundPolicy::ReturnToStock);
+    let mut timeout = claim(&t, "a", "r1", 201, None);
+    timeout.status = None;
+    let events = vec![timeout];
+    let one = HashMap::from([(
+        "a".to_owned(),
+        vec![wallet_coupon(
+            &t,
+            "a",
+            Uuid::new_v4(),
+            CouponStatus::Issued,
+            None,
+        )],
+    )]);
+    let audits = vec![audit(&t)];
+    let r = evaluate(&Evidence {
+        refusals_not_kept: 0,
+        events: &events,
+        templates: std::slice::from_ref(&t),
+        audits: &audits,
+        wallets: &one,
+    });
+    assert!(failed(&r).is_empty(), "{r:#?}");
+    let two = HashMap::from([(
+        "a".to_owned(),
+        vec![
+            wallet_coupon(&t, "a", Uuid::new_v4(), CouponStatus::Issued, None),
+            wallet_coupon(&t, "a", Uuid::new_v4(), CouponStatus::Issued, None),
+        ],
+    )]);
+    let r = evaluate(&Evidence {
+        refusals_not_kept: 0,
+        events: &events,
+        templates: std::slice::from_ref(&t),
+        audits: &audits,
+        wallets: &two,
+    });
+    assert_eq!(failed(&r), ["I6"]);
+}
+
+#[test]
+fn refunds_to_stock_free_the_stock() {
+    let t = template(1, 1, RefundPolicy::ReturnToStock);
+    let (c1, c2) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut refund = op(Op::Refund, &t, "a", c1, "o1", 200);
+    refund.refund_status = Some("revoked".into());
+    let events = vec![
+        claim(&t, "a", "r1", 201, Some(c1)),
+        op(Op::Redeem, &t, "a", c1, "o1", 200),
+        refund,
+        claim(&t, "b", "r2", 201, Some(c2)),
+    ];
+    let wallets = HashMap::from([
+        (
+            "a".to_owned(),
+            vec![wallet_coupon(&t, "a", c1, CouponStatus::Revoked, None)],
+        ),
+        (
+            "b".to_owned(),
+            vec![wallet_coupon(&t, "b", c2, CouponStatus::Issued, None)],
+        ),
+    ]);
+    let audits = vec![audit(&t)];
+    let r = evaluate(&Evidence {
+        refusals_not_kept: 0,
+        events: &events,
+        templates: std::slice::from_ref(&t),
+        audits: &audits,
+        wallets: &wallets,
+    });
+    assert!(failed(&r).is_empty(), "{r:#?}");
+}
