@@ -4,7 +4,10 @@
 
 use goose::prelude::*;
 
-use super::{Ctx, Session, ops};
+use super::{
+    Ctx, Session,
+    ops::{self, Request, Sender},
+};
 use crate::templates::Role;
 
 /// Share of granted shoppers who then look at their wallet.
@@ -19,13 +22,18 @@ pub(crate) async fn iteration(
     let (_, customer) = ctx.customer(s.idx, s.iter);
     let hot = ctx.template(Role::Hot).id;
     let request_id = format!("{}-{}-{}", ctx.tag, s.idx, s.iter);
-    let answer = ops::claim(user, ctx, s.idx, customer, hot, &request_id, false).await?;
+    let me = Sender {
+        goose_user: s.idx,
+        customer,
+    };
+    let claim = || Request::claim(hot, &request_id);
+    let answer = ops::send(user, ctx, me, claim()).await?;
     if answer.is_ok() {
         if s.rng.chance(ctx.duplicate_rate) {
-            ops::claim(user, ctx, s.idx, customer, hot, &request_id, true).await?;
+            ops::send(user, ctx, me, claim().repeated()).await?;
         }
         if s.rng.chance(VIEW_WALLET) {
-            ops::my_coupons(user, ctx, s.idx, customer).await?;
+            ops::my_coupons(user, ctx, me).await?;
         }
     }
     Ok(())

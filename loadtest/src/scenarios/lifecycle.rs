@@ -7,10 +7,9 @@ use goose::prelude::*;
 
 use super::{
     Ctx, Session,
-    ops::{self, CouponRef},
+    ops::{self, CouponRef, Request, Sender},
 };
 use crate::{
-    acks::Op,
     rng::Rng,
     setup::Customer,
     templates::{Role, TemplateInfo},
@@ -60,152 +59,73 @@ pub(crate) async fn journey(
     customer: &Customer,
     template: &TemplateInfo,
 ) -> TransactionResult {
-    let me = s.idx;
-    let request_id = format!("{}-{me}-{}", ctx.tag, s.iter);
-    let claimed = ops::claim(user, ctx, me, customer, template.id, &request_id, false).await?;
+    let me = Sender {
+        goose_user: s.idx,
+        customer,
+    };
+    let request_id = format!("{}-{}-{}", ctx.tag, s.idx, s.iter);
+    let claim = || Request::claim(template.id, &request_id);
+    let claimed = ops::send(user, ctx, me, claim()).await?;
     let Some(coupon) = claimed.coupon() else {
         return Ok(());
     };
     if s.rng.chance(ctx.duplicate_rate) {
-        ops::claim(user, ctx, me, customer, template.id, &request_id, true).await?;
+        ops::send(user, ctx, me, claim().repeated()).await?;
     }
     let target = CouponRef {
         coupon,
         template: template.id,
     };
-    let iter = s.iter;
-    let order = |k: u32| format!("o{}-{me}-{iter}-{k}", ctx.tag);
+    let (idx, iter) = (s.idx, s.iter);
+    let order = |k: u32| format!("o{}-{idx}-{iter}-{k}", ctx.tag);
     let first = order(1);
     let amount = order_amount(&mut s.rng, template);
     let business: &[&str] = &["below_min_amount"];
-    let redeemed = ops::redeem(
-        user,
-        ctx,
-        me,
-        customer,
-        &target,
-        &first,
-        amount,
-        Op::Redeem,
-        business,
-        false,
-    )
-    .await?;
+    let redeemed = ops::send(user, ctx, me, Request::redeem(&target, &first, amount).expecting(business)).await?;
     if s.rng.chance(CROSS_USER) {
-        let intruder = ctx.intruder(n, &mut s.rng);
+        let intruder = Sender {
+            goose_user: s.idx,
+            customer: ctx.intruder(n, &mut s.rng),
+        };
         let theirs = order(3);
-        ops::redeem(
-            user,
-            ctx,
-            me,
-            intruder,
-            &target,
-            &theirs,
-            amount,
-            Op::RedeemCrossUser,
-            &["not_owner"],
-            false,
-        )
-        .await?;
+        let attempt = Request::redeem(&target, &theirs, amount).by_intruder().expecting(&["not_owner"]);
+        ops::send(user, ctx, intruder, attempt).await?;
     }
     if !redeemed.is_ok() {
         return Ok(());
     }
     if s.rng.chance(ctx.duplicate_rate) {
-        ops::redeem(
-            user,
-            ctx,
-            me,
-            customer,
-            &target,
-            &first,
-            amount,
-            Op::Redeem,
-            &[],
-            true,
-        )
-        .await?;
+        ops::send(user, ctx, me, Request::redeem(&target, &first, amount).repeated()).await?;
     }
     if s.rng.chance(CLASH) {
         let other = order(2);
-        ops::redeem(
-            user,
-            ctx,
-            me,
-            customer,
-            &target,
-            &other,
-            amount,
-            Op::Redeem,
-            &["already_used"],
-            false,
-        )
-        .await?;
+        let clash = Request::redeem(&target, &other, amount).expecting(&["already_used"]);
+        ops::send(user, ctx, me, clash).await?;
     }
     if s.rng.chance(CROSS_USER) {
-        let intruder = ctx.intruder(n, &mut s.rng);
-        ops::refund(
-            user,
-            ctx,
-            me,
-            intruder,
-            &target,
-            &first,
-            Op::RefundCrossUser,
-            &["not_owner"],
-            false,
-        )
-        .await?;
+        let intruder = Sender {
+            goose_user: s.idx,
+            customer: ctx.intruder(n, &mut s.rng),
+        };
+        let attempt = Request::refund(&target, &first).by_intruder().expecting(&["not_owner"]);
+        ops::send(user, ctx, intruder, attempt).await?;
     }
     if s.rng.chance(REFUND) {
-        let refunded = ops::refund(
-            user,
-            ctx,
-            me,
-            customer,
-            &target,
-            &first,
-            Op::Refund,
-            &[],
-            false,
-        )
-        .await?;
+        let refunded = ops::send(user, ctx, me, Request::refund(&target, &first)).await?;
         if refunded.is_ok() {
             if s.rng.chance(ctx.duplicate_rate) {
-                ops::refund(
-                    user,
-                    ctx,
-                    me,
-                    customer,
-                    &target,
-                    &first,
-                    Op::Refund,
-                    &[],
-                    true,
-                )
-                .await?;
+                ops::send(user, ctx, me, Request::refund(&target, &first).repeated()).await?;
             }
             if template.refund_policy == RefundPolicy::ReturnToUser && s.rng.chance(REDEEM_AGAIN) {
                 let again = order(4);
                 let amount = order_amount(&mut s.rng, template);
-                ops::redeem(
-                    user,
-                    ctx,
-                    me,
-                    customer,
-                    &target,
-                    &again,
-                    amount,
-                    Op::Redeem,
-                    business,
-                    false,
-                )
-                .await?;
+                let again = Request::redeem(&target, &again, amount).expecting(business);
+                ops::send(user, ctx, me, again).await?;
             }
         }
     }
     if s.rng.chance(VIEW_WALLET) {
-        ops::my_coupons(user, ctx, me, customer).await?;
+        ops::my_coupons(user, ctx, me).await?;
     }
     Ok(())
 }

@@ -18,7 +18,13 @@ pub(crate) async fn iteration(
         0..30 => Role::Hot,
         30..60 => Role::Everyday,
         60..85 => Role::Threshold,
-        _ => return ops::my_coupons(user, ctx, s.idx, customer).await,
+        _ => {
+            let me = ops::Sender {
+                goose_user: s.idx,
+                customer,
+            };
+            return ops::my_coupons(user, ctx, me).await;
+        }
     };
     journey(user, ctx, s, n, customer, ctx.template(role)).await
 }

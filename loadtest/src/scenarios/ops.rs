@@ -122,42 +122,13 @@ async fn perform(
     }
 }
 
-/// Claims a coupon of `template` with idempotency key `request_id`.
-pub(crate) async fn claim(
-    user: &mut GooseUser,
-    ctx: &Ctx,
-    goose_user: usize,
-    customer: &Customer,
-    template: Uuid,
-    request_id: &str,
-    duplicate: bool,
-) -> Result<Answer, Box<TransactionError>> {
-    let base = Base {
-        op: Op::Claim,
-        goose_user,
-        customer,
-        template: Some(template),
-        coupon: None,
-        request_id: Some(request_id.into()),
-        order_id: None,
-        duplicate,
-    };
-    // A repeat of a granted claim must be granted again, with the same coupon.
-    let expected: &[&str] = if duplicate {
-        &[]
-    } else {
-        &["stock_empty", "user_limit"]
-    };
-    let req = Req {
-        op: Op::Claim,
-        method: GooseMethod::Post,
-        path: format!("/v1/templates/{template}/claims"),
-        who: customer,
-        bearer: None,
-        body: Some(json!({ "request_id": request_id })),
-        expected,
-    };
-    perform(user, ctx, &base, &req).await
+/// Who sends a request: a Goose user, acting as one shopper.
+#[derive(Clone, Copy)]
+pub(crate) struct Sender<'a> {
+    /// Index of the Goose user.
+    pub goose_user: usize,
+    /// The shopper whose token is used.
+    pub customer: &'a Customer,
 }
 
 /// What a redeem or refund acts on.
@@ -168,96 +139,204 @@ pub(crate) struct CouponRef {
     pub template: Uuid,
 }
 
-/// Redeems `coupon` for `order_id` as `customer` (`op` says whether it is the owner).
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn redeem(
+/// What a request does.
+enum Action<'a> {
+    /// Claim a coupon of `template` with idempotency key `request_id`.
+    Claim {
+        /// The template.
+        template: Uuid,
+        /// The idempotency key.
+        request_id: &'a str,
+    },
+    /// Redeem a coupon for an order.
+    Redeem {
+        /// The coupon.
+        target: &'a CouponRef,
+        /// The order.
+        order_id: &'a str,
+        /// The order's amount, minor units.
+        order_amount: i64,
+    },
+    /// Refund the redemption of a coupon by an order.
+    Refund {
+        /// The coupon.
+        target: &'a CouponRef,
+        /// The order it was redeemed for.
+        order_id: &'a str,
+    },
+}
+
+/// One request, described once: what it does, which business refusals are expected of it,
+/// whether it deliberately repeats an acknowledged request, and whether its sender acts on
+/// another shopper's coupon.
+pub(crate) struct Request<'a> {
+    action: Action<'a>,
+    expected: &'a [&'a str],
+    duplicate: bool,
+    cross_user: bool,
+}
+
+impl<'a> Request<'a> {
+    /// A first attempt. A claim may be refused for stock or the limit; a redeem or refund is
+    /// expected to succeed unless [`Self::expecting`] says otherwise.
+    fn new(action: Action<'a>) -> Self {
+        let expected: &[&str] = match action {
+            Action::Claim { .. } => &["stock_empty", "user_limit"],
+            Action::Redeem { .. } | Action::Refund { .. } => &[],
+        };
+        Self {
+            action,
+            expected,
+            duplicate: false,
+            cross_user: false,
+        }
+    }
+
+    /// A claim of a coupon of `template` with idempotency key `request_id`.
+    pub(crate) fn claim(template: Uuid, request_id: &'a str) -> Self {
+        Self::new(Action::Claim {
+            template,
+            request_id,
+        })
+    }
+
+    /// A redeem of `target` for `order_id`, an order of `order_amount` minor units.
+    pub(crate) fn redeem(target: &'a CouponRef, order_id: &'a str, order_amount: i64) -> Self {
+        Self::new(Action::Redeem {
+            target,
+            order_id,
+            order_amount,
+        })
+    }
+
+    /// A refund of `target`'s redemption by `order_id`.
+    pub(crate) fn refund(target: &'a CouponRef, order_id: &'a str) -> Self {
+        Self::new(Action::Refund { target, order_id })
+    }
+
+    /// The business refusals (error codes) that are a normal answer to it.
+    pub(crate) fn expecting(mut self, codes: &'a [&'a str]) -> Self {
+        self.expected = codes;
+        self
+    }
+
+    /// A deliberate repeat of an acknowledged request: it must be acknowledged again, with
+    /// the same answer, so no refusal is expected.
+    pub(crate) fn repeated(mut self) -> Self {
+        self.duplicate = true;
+        self.expected = &[];
+        self
+    }
+
+    /// Sent by a shopper who does not own the coupon (it must be refused).
+    pub(crate) fn by_intruder(mut self) -> Self {
+        self.cross_user = true;
+        self
+    }
+
+    fn op(&self) -> Op {
+        match (&self.action, self.cross_user) {
+            (Action::Claim { .. }, _) => Op::Claim,
+            (Action::Redeem { .. }, false) => Op::Redeem,
+            (Action::Redeem { .. }, true) => Op::RedeemCrossUser,
+            (Action::Refund { .. }, false) => Op::Refund,
+            (Action::Refund { .. }, true) => Op::RefundCrossUser,
+        }
+    }
+}
+
+/// Sends `request` as `from`, retrying with the same ids until it has a definitive answer.
+pub(crate) async fn send(
     user: &mut GooseUser,
     ctx: &Ctx,
-    goose_user: usize,
-    customer: &Customer,
-    target: &CouponRef,
-    order_id: &str,
-    order_amount: i64,
-    op: Op,
-    expected: &[&str],
-    duplicate: bool,
+    from: Sender<'_>,
+    request: Request<'_>,
 ) -> Result<Answer, Box<TransactionError>> {
-    let base = Base {
+    let op = request.op();
+    let customer = from.customer;
+    let mut base = Base {
         op,
-        goose_user,
+        goose_user: from.goose_user,
         customer,
-        template: Some(target.template),
-        coupon: Some(target.coupon),
+        template: None,
+        coupon: None,
         request_id: None,
-        order_id: Some(order_id.into()),
-        duplicate,
+        order_id: None,
+        duplicate: request.duplicate,
+    };
+    let (method, path, bearer, body) = match request.action {
+        Action::Claim {
+            template,
+            request_id,
+        } => {
+            base.template = Some(template);
+            base.request_id = Some(request_id.into());
+            (
+                GooseMethod::Post,
+                format!("/v1/templates/{template}/claims"),
+                None,
+                json!({ "request_id": request_id }),
+            )
+        }
+        Action::Redeem {
+            target,
+            order_id,
+            order_amount,
+        } => {
+            base.template = Some(target.template);
+            base.coupon = Some(target.coupon);
+            base.order_id = Some(order_id.into());
+            // Through the order service when the servers have one: it names the shopper,
+            // whose ownership the server still checks (a cross-user redeem stays
+            // `not_owner`).
+            let body = match ctx.service_token {
+                Some(_) => json!({
+                    "order_id": order_id, "order_amount": order_amount, "user_id": &*customer.id
+                }),
+                None => json!({ "order_id": order_id, "order_amount": order_amount }),
+            };
+            (
+                GooseMethod::Post,
+                format!("/v1/coupons/{}/redeem", target.coupon),
+                ctx.service_token.as_deref(),
+                body,
+            )
+        }
+        Action::Refund { target, order_id } => {
+            base.template = Some(target.template);
+            base.coupon = Some(target.coupon);
+            base.order_id = Some(order_id.into());
+            (
+                GooseMethod::Post,
+                format!("/v1/coupons/{}/refund", target.coupon),
+                None,
+                json!({ "order_id": order_id }),
+            )
+        }
     };
     let req = Req {
         op,
-        method: GooseMethod::Post,
-        path: format!("/v1/coupons/{}/redeem", target.coupon),
+        method,
+        path,
         who: customer,
-        // Through the order service when the servers have one: it names the shopper, whose
-        // ownership the server still checks (a cross-user redeem stays `not_owner`).
-        bearer: ctx.service_token.as_deref(),
-        body: Some(match ctx.service_token {
-            Some(_) => json!({
-                "order_id": order_id, "order_amount": order_amount, "user_id": &*customer.id
-            }),
-            None => json!({ "order_id": order_id, "order_amount": order_amount }),
-        }),
-        expected,
+        bearer,
+        body: Some(body),
+        expected: request.expected,
     };
     perform(user, ctx, &base, &req).await
 }
 
-/// Refunds the redemption of `coupon` by `order_id` as `customer`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn refund(
-    user: &mut GooseUser,
-    ctx: &Ctx,
-    goose_user: usize,
-    customer: &Customer,
-    target: &CouponRef,
-    order_id: &str,
-    op: Op,
-    expected: &[&str],
-    duplicate: bool,
-) -> Result<Answer, Box<TransactionError>> {
-    let base = Base {
-        op,
-        goose_user,
-        customer,
-        template: Some(target.template),
-        coupon: Some(target.coupon),
-        request_id: None,
-        order_id: Some(order_id.into()),
-        duplicate,
-    };
-    let req = Req {
-        op,
-        method: GooseMethod::Post,
-        path: format!("/v1/coupons/{}/refund", target.coupon),
-        who: customer,
-        bearer: None,
-        body: Some(json!({ "order_id": order_id })),
-        expected,
-    };
-    perform(user, ctx, &base, &req).await
-}
-
-/// Lists `customer`'s coupons (a read: sent once).
+/// Lists `from`'s coupons (a read: sent once).
 pub(crate) async fn my_coupons(
     user: &mut GooseUser,
     ctx: &Ctx,
-    goose_user: usize,
-    customer: &Customer,
+    from: Sender<'_>,
 ) -> Result<(), Box<TransactionError>> {
     let req = Req {
         op: Op::MyCoupons,
         method: GooseMethod::Get,
         path: "/v1/users/me/coupons".to_owned(),
-        who: customer,
+        who: from.customer,
         bearer: None,
         body: None,
         expected: &[],
@@ -265,8 +344,8 @@ pub(crate) async fn my_coupons(
     let resp = call::send(user, ctx, &req).await?;
     let base = Base {
         op: Op::MyCoupons,
-        goose_user,
-        customer,
+        goose_user: from.goose_user,
+        customer: from.customer,
         template: None,
         coupon: None,
         request_id: None,
