@@ -81,21 +81,35 @@ pub(crate) async fn journey(
     let first = order(1);
     let amount = order_amount(&mut s.rng, template);
     let business: &[&str] = &["below_min_amount"];
-    let redeemed = ops::send(user, ctx, me, Request::redeem(&target, &first, amount).expecting(business)).await?;
+    let redeemed = ops::send(
+        user,
+        ctx,
+        me,
+        Request::redeem(&target, &first, amount).expecting(business),
+    )
+    .await?;
     if s.rng.chance(CROSS_USER) {
         let intruder = Sender {
             goose_user: s.idx,
             customer: ctx.intruder(n, &mut s.rng),
         };
         let theirs = order(3);
-        let attempt = Request::redeem(&target, &theirs, amount).by_intruder().expecting(&["not_owner"]);
+        let attempt = Request::redeem(&target, &theirs, amount)
+            .by_intruder()
+            .expecting(&["not_owner"]);
         ops::send(user, ctx, intruder, attempt).await?;
     }
     if !redeemed.is_ok() {
         return Ok(());
     }
     if s.rng.chance(ctx.duplicate_rate) {
-        ops::send(user, ctx, me, Request::redeem(&target, &first, amount).repeated()).await?;
+        ops::send(
+            user,
+            ctx,
+            me,
+            Request::redeem(&target, &first, amount).repeated(),
+        )
+        .await?;
     }
     if s.rng.chance(CLASH) {
         let other = order(2);
@@ -107,7 +121,9 @@ pub(crate) async fn journey(
             goose_user: s.idx,
             customer: ctx.intruder(n, &mut s.rng),
         };
-        let attempt = Request::refund(&target, &first).by_intruder().expecting(&["not_owner"]);
+        let attempt = Request::refund(&target, &first)
+            .by_intruder()
+            .expecting(&["not_owner"]);
         ops::send(user, ctx, intruder, attempt).await?;
     }
     if s.rng.chance(REFUND) {
