@@ -95,8 +95,8 @@ pub(crate) struct Cli {
     /// 8 x users].
     #[arg(long, value_name = "N")]
     pub customers: Option<usize>,
-    /// Engine variant of the in-process server: correct, or a defect mutant (d1, d2, d3, d4,
-    /// d5, d5b, d6, d6b, d7; see docs/ARCHITECTURE.md, "Mutants").
+    /// Engine variant of the in-process server: correct, or a defect mutant (d1 … d9, with
+    /// d5b and d6b; see docs/ARCHITECTURE.md, "Mutants").
     #[arg(long, value_name = "NAME", default_value = "correct")]
     pub mutant: Variant,
     /// Claim persistence of the in-process server: sync or async.

@@ -4,7 +4,11 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::{acks::Op, tally::Tally, templates::TemplateInfo};
+use crate::{
+    acks::Op,
+    tally::{StatusKey, Tally},
+    templates::TemplateInfo,
+};
 
 /// Latency and outcome counts of one request name.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -98,20 +102,22 @@ pub(crate) fn endpoints(tally: &Tally) -> Vec<EndpointStats> {
 
 /// Status-code breakdown per request name.
 pub(crate) fn status_codes(tally: &Tally) -> Vec<StatusCount> {
-    let mut rows: Vec<StatusCount> = tally
-        .statuses
-        .iter()
+    let mut keys: Vec<&(StatusKey, u64)> = tally.statuses.iter().collect();
+    // In request order (as the endpoints table), then by status and code.
+    keys.sort_by_key(|(k, _)| (k.op, status_text(k.status), k.code.clone()));
+    keys.into_iter()
         .map(|(k, count)| StatusCount {
             name: k.op.name().to_owned(),
-            status: k
-                .status
-                .map_or_else(|| "timeout/transport".to_owned(), |s| s.to_string()),
+            status: status_text(k.status),
             code: k.code.clone(),
             count: *count,
         })
-        .collect();
-    rows.sort_by(|a, b| (&a.name, &a.status, &a.code).cmp(&(&b.name, &b.status, &b.code)));
-    rows
+        .collect()
+}
+
+/// An answer's status as the reports show it.
+fn status_text(status: Option<u16>) -> String {
+    status.map_or_else(|| "timeout/transport".to_owned(), |s| s.to_string())
 }
 
 /// Throughput over the run.

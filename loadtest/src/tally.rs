@@ -112,8 +112,9 @@ pub(crate) struct Tally {
     /// Each coupon an acknowledged claim answered: its template and its earliest
     /// acknowledgement (µs). Bounded by the stock of the run's templates.
     pub grants: HashMap<Uuid, (Uuid, u64)>,
-    /// Latencies of the requests that completed in each second.
-    pub seconds: Vec<Latencies>,
+    /// Latencies of the requests that completed in each second (`None`: none did; a
+    /// histogram is made only for a second that has answers, so a long gap costs little).
+    pub seconds: Vec<Option<Latencies>>,
     /// Per server index (`Event::server`).
     pub servers: Vec<ServerTally>,
 }
@@ -179,9 +180,11 @@ impl Tally {
 
         let sec = (end / 1_000_000) as usize;
         if self.seconds.len() <= sec {
-            self.seconds.resize_with(sec + 1, || Latencies::new(2));
+            self.seconds.resize_with(sec + 1, || None);
         }
-        self.seconds[sec].record(e.latency_us);
+        self.seconds[sec]
+            .get_or_insert_with(|| Latencies::new(2))
+            .record(e.latency_us);
 
         if self.servers.len() <= e.server {
             self.servers.resize_with(e.server + 1, || ServerTally {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::tally::Tally;
+use crate::tally::{Latencies, Tally};
 
 /// One second of the load (by completion time).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,10 +31,10 @@ pub(crate) fn timeline(tally: &Tally) -> Vec<Second> {
         .enumerate()
         .map(|(sec, (lat, granted))| Second {
             second: sec as u64,
-            requests: lat.count(),
+            requests: lat.as_ref().map_or(0, Latencies::count),
             granted,
-            p50_ms: lat.percentile_ms(50.0),
-            p99_ms: lat.percentile_ms(99.0),
+            p50_ms: lat.as_ref().map_or(0.0, |l| l.percentile_ms(50.0)),
+            p99_ms: lat.as_ref().map_or(0.0, |l| l.percentile_ms(99.0)),
         })
         .collect()
 }

@@ -13,8 +13,8 @@ use coupon_engine::Variant;
 struct Cli {
     #[command(flatten)]
     server: server::ServerArgs,
-    /// The engine to serve: correct, or a defect mutant (d1, d2, d3, d4, d5, d5b, d6, d6b,
-    /// d7, d8; see docs/ARCHITECTURE.md, "Mutants").
+    /// The engine to serve: correct, or a defect mutant (d1 … d9,
+    /// with d5b and d6b; see docs/ARCHITECTURE.md, "Mutants").
     #[arg(long, value_name = "NAME", env = "COUPON_MUTANT")]
     mutant: Variant,
 }
