@@ -13,7 +13,6 @@ use crate::{
     service::rebuild::Trigger,
     store::{
         arbiter::{self, Verdict},
-        postgres,
         redis::{ClaimScript, Grant, PendingIntent},
     },
 };
@@ -159,14 +158,9 @@ impl CouponEngine {
             if !grant.pending {
                 // A replay of a settled grant answers only what Postgres holds: the grant
                 // may have been refused, fenced or dropped by the reconciler since.
-                let mut conn = self.inner.pg.acquire().await?;
-                let stored = postgres::claim_by_request(&mut conn, template_id, request_id).await?;
-                // The row may be committed and not yet durable (a batch commits before its
-                // flush): the batches' barrier, on the connection that read it, first.
-                if stored.is_some() {
-                    arbiter::wait_durable(&mut conn).await?;
-                }
-                drop(conn);
+                let stored =
+                    arbiter::durable_claim_by_request(&self.inner.pg, template_id, request_id)
+                        .await?;
                 match stored {
                     Some((coupon_id, owner)) => {
                         return replay_of(receipt, coupon_id, &owner, user_id);

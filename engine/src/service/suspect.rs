@@ -15,10 +15,7 @@ use redis::RedisError;
 use uuid::Uuid;
 
 use super::{ClaimReceipt, CouponEngine};
-use crate::{
-    error::EngineResult,
-    store::{arbiter, postgres},
-};
+use crate::{error::EngineResult, store::arbiter};
 
 /// How long Redis stays suspect after the last sign of trouble: longer than a failover
 /// takes to be noticed and rebuilt (node timeout, election, identity check, rebuild).
@@ -62,16 +59,9 @@ impl CouponEngine {
         if !self.redis_suspect() {
             return Err(refusal);
         }
-        // As a sync replay does (claim.rs): read on one connection and pass the batches'
-        // durability barrier on it before answering with what it read.
-        let mut conn = self.inner.pg.acquire().await?;
-        let stored = postgres::claim_by_request(&mut conn, template_id, request_id).await?;
-        // Only an answer built on the row needs it durable: a refusal (no row) costs no
-        // flush, which matters in a sold-out flood right after a failover.
-        if stored.is_some() {
-            arbiter::wait_durable(&mut conn).await?;
-        }
-        drop(conn);
+        // As a sync replay does (claim.rs): only what Postgres durably holds.
+        let stored =
+            arbiter::durable_claim_by_request(&self.inner.pg, template_id, request_id).await?;
         match stored {
             Some((coupon_id, owner)) => super::claim::replay_of(
                 ClaimReceipt {

@@ -110,6 +110,23 @@ pub async fn wait_durable(conn: &mut PgConnection) -> EngineResult<()> {
     Ok(())
 }
 
+/// The coupon and owner stored for `request_id`, durable before it is returned: a batch
+/// commits before its flush, so the row read may not be on disk yet, and the barrier runs on
+/// the connection that read it. Only a found row pays the barrier: an answer built on no row
+/// (a refusal) costs no flush, which matters in a sold-out flood right after a failover.
+pub async fn durable_claim_by_request(
+    pool: &PgPool,
+    template_id: Uuid,
+    request_id: &str,
+) -> EngineResult<Option<(Uuid, String)>> {
+    let mut conn = pool.acquire().await?;
+    let stored = super::postgres::claim_by_request(&mut conn, template_id, request_id).await?;
+    if stored.is_some() {
+        wait_durable(&mut conn).await?;
+    }
+    Ok(stored)
+}
+
 /// Decides and commits one batch, without waiting for the commit to be durable: nothing
 /// may be acknowledged on these verdicts before [`Undurable::durable`] returns.
 pub async fn decide_batch_committed(
