@@ -163,11 +163,21 @@ impl LocalCluster {
         Ok((master.port, replica))
     }
 
-    /// [`Self::owners`] when the master must have a replica.
+    /// [`Self::owners`] when the master must have a replica. Waits for one: on a busy
+    /// machine a node may have failed over by itself, and its old master rejoins as the
+    /// new one's replica a moment later.
     fn master_and_replica(&self, key: &str) -> Result<(u16, u16), ProvisionError> {
-        match self.owners(key)? {
-            (master, Some(replica)) => Ok((master, replica)),
-            (master, None) => Err(local(format!("master :{master} has no replica"))),
+        let deadline = Instant::now() + WAIT;
+        loop {
+            match self.owners(key)? {
+                (master, Some(replica)) => return Ok((master, replica)),
+                (master, None) if Instant::now() >= deadline => {
+                    return Err(local(format!(
+                        "master :{master} has had no replica for {WAIT:?}"
+                    )));
+                }
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
         }
     }
 
@@ -308,10 +318,30 @@ impl LocalCluster {
     }
 
     fn replicas_in_sync(&self) -> Result<bool, ProvisionError> {
-        for n in self.nodes.iter().filter(|n| n.child.is_some()) {
-            if info_field(n.port, "replication", "role")?.as_deref() == Some("slave")
-                && info_field(n.port, "replication", "master_link_status")?.as_deref() != Some("up")
-            {
+        let live: Vec<u16> = self
+            .nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .map(|n| n.port)
+            .collect();
+        let mut replicas = Vec::new();
+        for &port in &live {
+            if info_field(port, "replication", "role")?.as_deref() == Some("slave") {
+                if info_field(port, "replication", "master_link_status")?.as_deref() != Some("up") {
+                    return Ok(false);
+                }
+                replicas.push(port);
+            }
+        }
+        // Gossip lags a replica's own word: until every node lists it as a replica, a view
+        // taken from one of them shows its master without one.
+        for &port in &live {
+            let view = view_from(port)?;
+            let listed = |r: &u16| {
+                view.iter()
+                    .any(|x| x.port == *r && x.replica_of.is_some() && !x.failed)
+            };
+            if !replicas.iter().all(listed) {
                 return Ok(false);
             }
         }
