@@ -28,7 +28,7 @@ use crate::{
     error::{EngineError, EngineResult},
     store::{
         arbiter::{self, Arbitration, Verdict},
-        redis::PendingIntent,
+        redis::{PendingIntent, RedisStore},
     },
     variant::Variant,
 };
@@ -110,6 +110,7 @@ struct Job {
 /// The per-template queues of one engine.
 pub(super) struct Batcher {
     pg: PgPool,
+    redis: RedisStore,
     limits: BatchLimits,
     variant: Variant,
     queues: Mutex<HashMap<Uuid, mpsc::Sender<Job>>>,
@@ -117,9 +118,15 @@ pub(super) struct Batcher {
 }
 
 impl Batcher {
-    pub(super) fn new(pg: PgPool, limits: BatchLimits, variant: Variant) -> Self {
+    pub(super) fn new(
+        pg: PgPool,
+        redis: RedisStore,
+        limits: BatchLimits,
+        variant: Variant,
+    ) -> Self {
         Self {
             pg,
+            redis,
             limits: BatchLimits {
                 max_batch: limits.max_batch.max(1),
                 ..limits
@@ -182,6 +189,7 @@ impl Batcher {
                 let (tx, rx) = mpsc::channel(self.limits.max_batch * 4);
                 let committer = Committer {
                     pg: self.pg.clone(),
+                    redis: self.redis.clone(),
                     arbitration: self.variant.arbitration(),
                     #[cfg(feature = "mutants")]
                     confirm_durable: self.variant.waits_for_durability(),
@@ -197,6 +205,7 @@ impl Batcher {
 /// What one template's worker needs to commit a batch.
 struct Committer {
     pg: PgPool,
+    redis: RedisStore,
     arbitration: Arbitration,
     /// False only in mutant D9.
     #[cfg(feature = "mutants")]
@@ -273,15 +282,18 @@ impl Committer {
                 Ok(undurable) => {
                     stats.observe(batch.len(), started.elapsed());
                     let replies: Vec<_> = batch.into_iter().map(|j| j.reply).collect();
+                    let settle = Settle {
+                        redis: self.redis.clone(),
+                        intents,
+                    };
                     #[cfg(feature = "mutants")]
                     if !self.confirm_durable {
-                        for (reply, verdict) in replies.into_iter().zip(undurable.unconfirmed()) {
-                            let _ = reply.send(Ok(verdict));
-                        }
+                        let verdicts = undurable.unconfirmed();
+                        settle.answer(replies, verdicts).await;
                         return;
                     }
                     // The pool's size bounds how many batches await their barrier.
-                    tokio::spawn(answer_when_durable(undurable, replies));
+                    tokio::spawn(answer_when_durable(undurable, replies, settle));
                     return;
                 }
                 Err(e) => {
@@ -307,13 +319,10 @@ impl Committer {
 async fn answer_when_durable(
     undurable: arbiter::Undurable,
     replies: Vec<oneshot::Sender<EngineResult<Verdict>>>,
+    settle: Settle,
 ) {
     match undurable.durable().await {
-        Ok(verdicts) => {
-            for (reply, verdict) in replies.into_iter().zip(verdicts) {
-                let _ = reply.send(Ok(verdict));
-            }
-        }
+        Ok(verdicts) => settle.answer(replies, verdicts).await,
         Err(e) => {
             tracing::warn!(error = %e, "durability barrier failed; the batch's outcome is unknown");
             for reply in replies {
@@ -322,6 +331,40 @@ async fn answer_when_durable(
                      retry with the same request_id"
                 ))));
             }
+        }
+    }
+}
+
+/// A batch's intents, to take out of Redis's pending set once their rows are stored.
+struct Settle {
+    redis: RedisStore,
+    intents: Vec<PendingIntent>,
+}
+
+impl Settle {
+    /// Answers every claim, then removes the stored ones' pending intents in one Redis call
+    /// (one per batch, not one per claim). A claim stands once its row is durable, so the
+    /// removal may fail: the reconciler removes a leftover intent whose row exists.
+    async fn answer(
+        self,
+        replies: Vec<oneshot::Sender<EngineResult<Verdict>>>,
+        verdicts: Vec<Verdict>,
+    ) {
+        let stored: Vec<(&str, Uuid)> = self
+            .intents
+            .iter()
+            .zip(&verdicts)
+            .filter(|(_, v)| **v == Verdict::Stored)
+            .map(|(i, _)| (i.request_id.as_str(), i.coupon_id))
+            .collect();
+        for (reply, verdict) in replies.into_iter().zip(verdicts.iter().cloned()) {
+            let _ = reply.send(Ok(verdict));
+        }
+        let Some(template_id) = self.intents.first().map(|i| i.template_id) else {
+            return;
+        };
+        if let Err(e) = self.redis.remove_pending(template_id, &stored).await {
+            tracing::warn!(error = %e, %template_id, left = stored.len(), "pending intents left behind");
         }
     }
 }

@@ -194,16 +194,7 @@ impl CouponEngine {
                         .failpoints
                         .hit(Failpoint::ClaimAfterPersist)
                         .await?;
-                    // The row is committed: the claim stands even if this cleanup fails;
-                    // the reconciler removes a leftover intent whose row exists.
-                    if let Err(e) = self
-                        .inner
-                        .redis
-                        .remove_pending(template_id, &[(request_id, grant.coupon_id)])
-                        .await
-                    {
-                        tracing::warn!(error = %e, %template_id, request_id, "pending intent left behind");
-                    }
+                    // The batch takes the stored intents out of the pending set.
                     return Ok(receipt);
                 }
                 Verdict::Duplicate {

@@ -93,7 +93,7 @@ impl CouponEngine {
             max_batch: config.group_commit_max,
             max_wait: config.group_commit_wait,
         };
-        let batcher = batcher::Batcher::new(pg.clone(), limits, config.variant);
+        let batcher = batcher::Batcher::new(pg.clone(), redis.clone(), limits, config.variant);
         let mut task = None;
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
             let persister = match config.persistence {

@@ -2,6 +2,7 @@
 //! fault. One binary, not one per file: each test binary is a release compile and link of its
 //! own, which made building the tests most of CI's time on two cores.
 
+mod arbiter;
 mod claim;
 mod containers;
 mod http_api;
