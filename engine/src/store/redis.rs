@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::{
     keys::{TemplateKeys, coupon_lock},
+    records::RecentClaim,
     redis_conn::{RedisConn, RedisTarget, delete_matching},
 };
 
@@ -327,7 +328,7 @@ impl RedisStore {
     pub async fn restore_requests(
         &self,
         template: Uuid,
-        claims: &[crate::store::postgres::RecentClaim],
+        claims: &[RecentClaim],
         epoch: i64,
         remaining: i64,
         now_ms: i64,
