@@ -6,21 +6,27 @@
 //! schema change meets every one of them in one place. Everything is re-exported here: callers
 //! name `store::postgres::f`, not the file.
 
+mod audit;
 mod coupons;
 mod identity;
 mod outbox;
+mod redemptions;
 mod stock;
 mod templates;
+mod use_log;
 
 use time::OffsetDateTime;
 
+pub use audit::*;
 pub use coupons::*;
 pub use identity::*;
 pub use outbox::*;
+pub use redemptions::*;
 pub use stock::*;
 pub use templates::*;
+pub use use_log::*;
 
-use crate::error::EngineError;
+use crate::error::{EngineError, EngineResult};
 
 /// The embedded migrations (`migrations/` at the workspace root).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
@@ -45,4 +51,10 @@ pub fn is_unique_violation(err: &sqlx::Error, constraint: &str) -> bool {
         }
         _ => false,
     }
+}
+
+/// Round trip to Postgres.
+pub async fn ping(pool: &sqlx::PgPool) -> EngineResult<()> {
+    sqlx::query("SELECT 1").execute(pool).await?;
+    Ok(())
 }

@@ -57,3 +57,23 @@ pub async fn mark_outbox_applied(
     }
     Ok(())
 }
+
+/// Records, inside a refund's transaction, that `coupon`'s stock and its owner's quota must
+/// go back to Redis.
+pub async fn insert_return_stock(
+    conn: &mut PgConnection,
+    template: Uuid,
+    coupon: Uuid,
+    user_id: &str,
+) -> EngineResult<()> {
+    sqlx::query(
+        "INSERT INTO stock_outbox (template_id, coupon_id, user_id, kind) \
+         VALUES ($1, $2, $3, 'return_stock')",
+    )
+    .bind(template)
+    .bind(coupon)
+    .bind(user_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
