@@ -13,8 +13,8 @@ use super::{
 
 mod replies;
 
-pub use replies::{ClaimScript, Grant, OutboxApply, PendingIntent};
-use replies::{parse_claim, parse_intent};
+use replies::parse_claim;
+pub use replies::{ClaimScript, Grant, OutboxApply, PendingIntent, RequestRecord};
 
 /// The field that marks a `claimed` hash as built by a rebuild (never a valid user id).
 pub const CLAIMED_BUILT: &str = "";
@@ -339,10 +339,16 @@ impl RedisStore {
             for c in chunk {
                 pipe.cmd("SET")
                     .arg(k.req(&c.claim_request_id))
-                    .arg(format!(
-                        "{}|{}|{remaining}|{epoch}|{now_ms}",
-                        c.id, c.user_id
-                    ))
+                    .arg(
+                        RequestRecord {
+                            coupon_id: c.id,
+                            user_id: &c.user_id,
+                            remaining,
+                            epoch,
+                            at_ms: now_ms,
+                        }
+                        .encode(),
+                    )
                     .arg("PX")
                     .arg(c.ttl_ms.max(1))
                     .ignore();
@@ -409,7 +415,7 @@ impl RedisStore {
             .await?;
         let pending = pending
             .into_iter()
-            .filter_map(|(rid, v)| parse_intent(template, rid, &v))
+            .filter_map(|(rid, v)| PendingIntent::decode(template, rid, &v))
             .collect();
         let mut claimed = claimed;
         claimed.remove(CLAIMED_BUILT);
