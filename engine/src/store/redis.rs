@@ -12,6 +12,8 @@ use super::{
 };
 
 mod replies;
+#[cfg(feature = "mutants")]
+mod unscripted;
 
 use replies::parse_claim;
 pub use replies::{ClaimScript, Grant, OutboxApply, PendingIntent, RequestRecord};

@@ -13,6 +13,8 @@ mod outbox;
 mod redemptions;
 mod stock;
 mod templates;
+#[cfg(feature = "mutants")]
+mod unguarded;
 mod use_log;
 
 use time::OffsetDateTime;
@@ -24,6 +26,8 @@ pub use outbox::*;
 pub use redemptions::*;
 pub use stock::*;
 pub use templates::*;
+#[cfg(feature = "mutants")]
+pub use unguarded::*;
 pub use use_log::*;
 
 use crate::error::{EngineError, EngineResult};
