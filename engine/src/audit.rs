@@ -9,14 +9,19 @@
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
-use sqlx::Row;
+use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::{
     CouponEngine,
+    domain::template::Template,
     error::EngineResult,
     invariant::{Finding, Invariant},
     service::pending_per_user,
+    store::{
+        postgres,
+        redis::{PendingIntent, RedisSnapshot},
+    },
 };
 
 /// The auditor's verdict on one template.
@@ -66,26 +71,10 @@ impl CouponEngine {
         let template = self.template(template_id).await?;
         let pg = self.pool();
         let snap = self.redis().snapshot(template_id).await?;
-        let per_user: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT user_id, count(*) FROM user_coupon \
-             WHERE template_id = $1 AND status <> 'revoked' GROUP BY user_id",
-        )
-        .bind(template_id)
-        .fetch_all(pg)
-        .await?;
-        let outbox: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT user_id, count(*) FROM stock_outbox \
-             WHERE template_id = $1 AND applied_at IS NULL GROUP BY user_id",
-        )
-        .bind(template_id)
-        .fetch_all(pg)
-        .await?;
+        let per_user = postgres::audit_counted_per_user(pg, template_id).await?;
+        let outbox = postgres::audit_unapplied_per_user(pg, template_id).await?;
         let pending_ids: Vec<Uuid> = snap.pending.iter().map(|p| p.coupon_id).collect();
-        let persisted: Vec<Uuid> =
-            sqlx::query_scalar("SELECT id FROM user_coupon WHERE id = ANY($1)")
-                .bind(&pending_ids)
-                .fetch_all(pg)
-                .await?;
+        let persisted = postgres::persisted_coupon_ids(pg, &pending_ids).await?;
         let in_flight: Vec<_> = snap
             .pending
             .iter()
@@ -94,21 +83,31 @@ impl CouponEngine {
 
         let counted: i64 = per_user.iter().map(|(_, n)| n).sum();
         let outbox_unapplied: i64 = outbox.iter().map(|(_, n)| n).sum();
-        let total = template.spec.total_stock;
-        let limit = i64::from(template.spec.per_user_limit);
         let mut report = AuditReport {
             template_id,
-            total_stock: total,
+            total_stock: template.spec.total_stock,
             redis_stock: snap.stock,
             counted,
             pending: in_flight.len() as i64,
             outbox_unapplied,
             violations: Vec::new(),
         };
+        report.check_oversell();
+        let counter = postgres::audit_counter_and_rows(pg, template_id).await?;
+        report.check_conservation(counter);
+        report.check_quotas(&template, &snap, &per_user, &outbox, &in_flight);
+        report.check_use_log(pg).await?;
+        report.check_statuses(pg).await?;
+        Ok(report)
+    }
+}
 
-        // I1
+impl AuditReport {
+    /// I1.
+    fn check_oversell(&mut self) {
+        let (counted, total) = (self.counted, self.total_stock);
         if counted > total {
-            report.flag(
+            self.flag(
                 Invariant::I1,
                 format!(
                     "{counted} coupons count against a stock of {total}: oversold by {}",
@@ -116,20 +115,16 @@ impl CouponEngine {
                 ),
             );
         }
-        if let Some(s) = snap.stock.filter(|s| *s < 0) {
-            report.flag(Invariant::I1, format!("redis stock is negative: {s}"));
+        if let Some(s) = self.redis_stock.filter(|s| *s < 0) {
+            self.flag(Invariant::I1, format!("redis stock is negative: {s}"));
         }
-        // I2, in Postgres: the counter the claim batches decide by must be the rows' count
-        // (one statement, so one snapshot, however busy the template is).
-        let (counter, rows): (Option<i64>, i64) = sqlx::query_as(
-            "SELECT (SELECT counted FROM template_stock WHERE template_id = $1), \
-                    (SELECT count(*) FROM user_coupon WHERE template_id = $1 AND status <> 'revoked')",
-        )
-        .bind(template_id)
-        .fetch_one(pg)
-        .await?;
+    }
+
+    /// I2, given Postgres's stock counter and the count of rows it stands for.
+    fn check_conservation(&mut self, (counter, rows): (Option<i64>, i64)) {
+        // In Postgres: the counter the claim batches decide by must be the rows' count.
         if counter != Some(rows) {
-            report.flag(
+            self.flag(
                 Invariant::I2,
                 format!(
                     "the stock counter says {} coupons count against stock, the rows say {rows}",
@@ -137,137 +132,110 @@ impl CouponEngine {
                 ),
             );
         }
-        // I2, across the stores
-        if let Some(stock) = snap.stock {
-            let sum = stock + counted + report.pending + outbox_unapplied;
+        // Across the stores.
+        if let Some(stock) = self.redis_stock {
+            let (counted, pending, unapplied) = (self.counted, self.pending, self.outbox_unapplied);
+            let (sum, total) = (stock + counted + pending + unapplied, self.total_stock);
             if sum != total {
-                report.flag(
+                self.flag(
                     Invariant::I2,
                     format!(
-                        "redis stock {stock} + counted {counted} + pending {} + unapplied refunds \
-                         {outbox_unapplied} = {sum}, expected total {total}",
-                        report.pending
+                        "redis stock {stock} + counted {counted} + pending {pending} + unapplied refunds \
+                         {unapplied} = {sum}, expected total {total}"
                     ),
                 );
             }
         }
-        // I3
-        let pending_users = pending_per_user(&in_flight);
+    }
+
+    /// I3: per-user limits in Postgres, and Redis's quota counts against what Postgres implies.
+    fn check_quotas(
+        &mut self,
+        template: &Template,
+        snap: &RedisSnapshot,
+        per_user: &[(String, i64)],
+        outbox: &[(String, i64)],
+        in_flight: &[&PendingIntent],
+    ) {
+        let limit = i64::from(template.spec.per_user_limit);
+        let pending_users = pending_per_user(in_flight);
         let outbox_users: HashMap<&str, i64> =
             outbox.iter().map(|(u, n)| (u.as_str(), *n)).collect();
         let pg_users: HashMap<&str, i64> = per_user.iter().map(|(u, n)| (u.as_str(), *n)).collect();
-        for (user, n) in &per_user {
+        for (user, n) in per_user {
             if *n > limit {
-                report.flag(
+                self.flag(
                     Invariant::I3,
                     format!("user {user} holds {n} coupons, limit {limit}"),
                 );
             }
         }
-        if snap.stock.is_some() {
-            let mut users: Vec<&str> = pg_users.keys().copied().collect();
-            users.extend(snap.claimed.keys().map(String::as_str));
-            users.extend(pending_users.keys().map(String::as_str));
-            users.sort_unstable();
-            users.dedup();
-            for user in users {
-                let expected = pg_users.get(user).copied().unwrap_or(0)
-                    + pending_users.get(user).copied().unwrap_or(0)
-                    + outbox_users.get(user).copied().unwrap_or(0);
-                let redis = snap.claimed.get(user).copied().unwrap_or(0);
-                if redis != expected {
-                    report.flag(
-                        Invariant::I3,
-                        format!(
-                            "user {user}: redis claimed count {redis}, postgres implies {expected}"
-                        ),
-                    );
-                }
+        if snap.stock.is_none() {
+            return;
+        }
+        let mut users: Vec<&str> = pg_users.keys().copied().collect();
+        users.extend(snap.claimed.keys().map(String::as_str));
+        users.extend(pending_users.keys().map(String::as_str));
+        users.sort_unstable();
+        users.dedup();
+        for user in users {
+            let expected = pg_users.get(user).copied().unwrap_or(0)
+                + pending_users.get(user).copied().unwrap_or(0)
+                + outbox_users.get(user).copied().unwrap_or(0);
+            let redis = snap.claimed.get(user).copied().unwrap_or(0);
+            if redis != expected {
+                self.flag(
+                    Invariant::I3,
+                    format!(
+                        "user {user}: redis claimed count {redis}, postgres implies {expected}"
+                    ),
+                );
             }
         }
-        // I4
-        let rows = sqlx::query(
-            "SELECT c.id, c.status, c.order_id, count(l.id) AS live, \
-                    string_agg(l.order_id, ',') AS live_orders \
-             FROM user_coupon c LEFT JOIN coupon_use_log l ON l.coupon_id = c.id AND NOT l.undone \
-             WHERE c.template_id = $1 GROUP BY c.id \
-             HAVING (c.status = 'used' AND (count(l.id) <> 1 \
-                        OR max(l.order_id) IS DISTINCT FROM c.order_id)) \
-                 OR (c.status <> 'used' AND count(l.id) > 0) \
-             LIMIT $2",
-        )
-        .bind(template_id)
-        .bind(LIST_LIMIT)
-        .fetch_all(pg)
-        .await?;
-        for r in rows {
-            let id: Uuid = r.try_get("id")?;
-            let status: String = r.try_get("status")?;
-            let order: Option<String> = r.try_get("order_id")?;
-            let live: i64 = r.try_get("live")?;
-            let orders: Option<String> = r.try_get("live_orders")?;
-            report.flag(
+    }
+
+    /// I4.
+    async fn check_use_log(&mut self, pg: &PgPool) -> EngineResult<()> {
+        for r in postgres::audit_use_log_mismatches(pg, self.template_id, LIST_LIMIT).await? {
+            self.flag(
                 Invariant::I4,
                 format!(
-                    "coupon {id} is {status} (order {order:?}) with {live} live use-log rows ({})",
-                    orders.unwrap_or_default()
+                    "coupon {} is {} (order {:?}) with {} live use-log rows ({})",
+                    r.id,
+                    r.status,
+                    r.order_id,
+                    r.live,
+                    r.live_orders.unwrap_or_default()
                 ),
             );
         }
-        // I5
-        let illegal = sqlx::query(
-            "SELECT c.id, c.status, t.refund_policy, \
-                    EXISTS (SELECT 1 FROM coupon_use_log l WHERE l.coupon_id = c.id AND l.undone) AS refunded, \
-                    c.valid_until > now() AS still_valid \
-             FROM user_coupon c JOIN coupon_template t ON t.id = c.template_id \
-             WHERE c.template_id = $1 AND ( \
-                 (c.status = 'revoked' AND (t.refund_policy <> 'return_to_stock' OR NOT EXISTS \
-                     (SELECT 1 FROM coupon_use_log l WHERE l.coupon_id = c.id AND l.undone))) \
-              OR (c.status = 'expired' AND c.valid_until > now())) \
-             LIMIT $2",
-        )
-        .bind(template_id)
-        .bind(LIST_LIMIT)
-        .fetch_all(pg)
-        .await?;
-        for r in illegal {
-            let id: Uuid = r.try_get("id")?;
-            let status: String = r.try_get("status")?;
-            let policy: String = r.try_get("refund_policy")?;
-            let refunded: bool = r.try_get("refunded")?;
-            report.flag(
+        Ok(())
+    }
+
+    /// I5.
+    async fn check_statuses(&mut self, pg: &PgPool) -> EngineResult<()> {
+        let template_id = self.template_id;
+        for r in postgres::audit_illegal_statuses(pg, template_id, LIST_LIMIT).await? {
+            self.flag(
                 Invariant::I5,
-                format!("coupon {id} is {status} (policy {policy}, refunded {refunded}): no legal path leads here"),
+                format!(
+                    "coupon {} is {} (policy {}, refunded {}): no legal path leads here",
+                    r.id, r.status, r.refund_policy, r.refunded
+                ),
             );
         }
-        let stray: Vec<(Uuid, String)> = sqlx::query_as(
-            "SELECT o.coupon_id, c.status FROM stock_outbox o JOIN user_coupon c ON c.id = o.coupon_id \
-             WHERE o.template_id = $1 AND c.status <> 'revoked' LIMIT $2",
-        )
-        .bind(template_id)
-        .bind(LIST_LIMIT)
-        .fetch_all(pg)
-        .await?;
-        for (id, status) in stray {
-            report.flag(
+        for (id, status) in postgres::audit_stray_returns(pg, template_id, LIST_LIMIT).await? {
+            self.flag(
                 Invariant::I5,
                 format!("coupon {id} returned its stock but is {status}: refunded to the user and to stock"),
             );
         }
-        let undone_early: Vec<Uuid> = sqlx::query_scalar(
-            "SELECT l.coupon_id FROM coupon_use_log l JOIN user_coupon c ON c.id = l.coupon_id \
-             WHERE c.template_id = $1 AND l.undone AND l.undone_at < l.used_at LIMIT $2",
-        )
-        .bind(template_id)
-        .bind(LIST_LIMIT)
-        .fetch_all(pg)
-        .await?;
-        for id in undone_early {
-            report.flag(
+        for id in postgres::audit_undone_before_use(pg, template_id, LIST_LIMIT).await? {
+            self.flag(
                 Invariant::I5,
                 format!("coupon {id} was refunded before it was used"),
             );
         }
-        Ok(report)
+        Ok(())
     }
 }

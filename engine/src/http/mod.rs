@@ -60,7 +60,10 @@ impl AppState {
 /// The full router: API routes, body limit, request ids and tracing.
 pub fn router(state: AppState) -> Router {
     let header = axum::http::HeaderName::from_static("x-request-id");
+    // Wired here, not in `routes`: the document names the routes' handlers, so routes
+    // serving it would make the two modules import each other.
     routes::routes()
+        .route("/openapi.json", axum::routing::get(openapi::serve))
         .with_state(state)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(PropagateRequestIdLayer::new(header.clone()))

@@ -34,7 +34,7 @@ const TOO_LARGE: &str = "payload_too_large: the body is over 16 KiB";
 const UNAVAILABLE: &str =
     "unavailable: a backend failed; the outcome is unknown, retry with the same ids";
 
-/// Every route of the API.
+/// Every route of the API but `/openapi.json`, which [`super::router`] adds.
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/v1/templates", post(create_template))
@@ -48,7 +48,6 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/admin/user-tokens", post(mint_token))
         .route("/healthz", get(health))
         .route("/metrics", get(metrics))
-        .route("/openapi.json", get(super::openapi::serve))
         .fallback(|| async { ApiError::no_route() })
 }
 

@@ -1,13 +1,18 @@
 //! Claim (领券), the hot path: one Redis script admits, then (sync mode) the claim joins its
 //! template's group commit and Postgres decides (docs/ARCHITECTURE.md, "Claim").
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use uuid::Uuid;
 
 use super::CouponEngine;
 use crate::{
     config::Persistence,
-    domain::ids::{validate_request_id, validate_user_id},
+    domain::{
+        ids::{validate_request_id, validate_user_id},
+        template::Template,
+    },
     error::{EngineError, EngineResult},
     failpoint::Failpoint,
     service::rebuild::Trigger,
@@ -48,22 +53,14 @@ impl CouponEngine {
         validate_user_id(user_id)?;
         validate_request_id(request_id)?;
         #[cfg(feature = "mutants")]
-        {
-            let variant = self.inner.config.variant;
-            let key = crate::mutants::claim_key(variant, request_id);
-            let result = self.claim_validated(template_id, user_id, &key).await;
-            if let Err(e) = &result
-                && let Some(retry) = crate::mutants::naive_retry_key(variant, e, request_id)
-            {
-                return self.claim_validated(template_id, user_id, &retry).await;
-            }
-            return result;
+        if let Some(r) = crate::mutants::claim(self, template_id, user_id, request_id).await {
+            return r;
         }
-        #[allow(unreachable_code)]
         self.claim_validated(template_id, user_id, request_id).await
     }
 
-    async fn claim_validated(
+    /// The claim once its ids are valid; mutants D7 and D5b run it under keys of their own.
+    pub(crate) async fn claim_validated(
         &self,
         template_id: Uuid,
         user_id: &str,
@@ -71,50 +68,13 @@ impl CouponEngine {
     ) -> EngineResult<ClaimReceipt> {
         let template = self.template(template_id).await?;
         template.check_claimable(Self::now())?;
-        let cfg = &self.inner.config;
+        let limit = template.spec.per_user_limit;
         for _ in 0..MAX_SETTLE_ATTEMPTS {
             let now_ms = (Self::now().unix_timestamp_nanos() / 1_000_000) as i64;
-            #[cfg(feature = "mutants")]
-            let mutated = crate::mutants::claim_script(
-                self,
-                template_id,
-                request_id,
-                user_id,
-                template.spec.per_user_limit,
-                now_ms,
-            )
-            .await
-            .transpose()?;
-            #[cfg(not(feature = "mutants"))]
-            let mutated: Option<ClaimScript> = None;
-            let outcome = match mutated {
-                Some(outcome) => outcome,
-                None => {
-                    let admit = || {
-                        self.inner.redis.claim(
-                            template_id,
-                            request_id,
-                            user_id,
-                            template.spec.per_user_limit,
-                            Uuid::new_v4(),
-                            now_ms,
-                            cfg.idempotency_ttl.as_secs(),
-                        )
-                    };
-                    match admit().await {
-                        // The first call after a Redis restart meets the dropped connection.
-                        // Retrying is safe: if the script did run, its recorded outcome for
-                        // this request id answers the retry.
-                        Err(e) if e.is_io_error() || e.is_connection_dropped() => {
-                            self.note_redis_error(&e);
-                            tokio::time::sleep(RECONNECT_PAUSE).await;
-                            admit().await.inspect_err(|e| self.note_redis_error(e))?
-                        }
-                        other => other.inspect_err(|e| self.note_redis_error(e))?,
-                    }
-                }
-            };
-            let grant = match outcome {
+            let grant = match self
+                .admit(template_id, request_id, user_id, limit, now_ms)
+                .await?
+            {
                 ClaimScript::Granted(g) => g,
                 ClaimScript::StockEmpty => {
                     return self
@@ -122,9 +82,7 @@ impl CouponEngine {
                         .await;
                 }
                 ClaimScript::UserLimit => {
-                    let refusal = EngineError::UserLimit {
-                        limit: template.spec.per_user_limit,
-                    };
+                    let refusal = EngineError::UserLimit { limit };
                     return self
                         .recheck_refusal(template_id, request_id, user_id, refusal)
                         .await;
@@ -145,7 +103,7 @@ impl CouponEngine {
                 remaining_stock: grant.remaining,
                 replay: !grant.fresh,
             };
-            if cfg.persistence == Persistence::Async {
+            if self.inner.config.persistence == Persistence::Async {
                 if grant.fresh
                     && grant.pending
                     && let Some(p) = &self.inner.persister
@@ -155,107 +113,189 @@ impl CouponEngine {
                 }
                 return Ok(receipt);
             }
-            if !grant.pending {
-                // A replay of a settled grant answers only what Postgres holds: the grant
-                // may have been refused, fenced or dropped by the reconciler since.
-                let stored =
-                    arbiter::durable_claim_by_request(&self.inner.pg, template_id, request_id)
-                        .await?;
-                match stored {
-                    Some((coupon_id, owner)) => {
-                        return replay_of(receipt, coupon_id, &owner, user_id);
-                    }
-                    None => {
-                        self.inner
-                            .redis
-                            .forget_request(template_id, request_id, grant.coupon_id)
-                            .await?;
-                        continue;
-                    }
-                }
-            }
-            #[cfg(feature = "mutants")]
-            crate::mutants::before_persist(self, template_id, request_id).await?;
-            self.inner
-                .failpoints
-                .hit(Failpoint::ClaimAfterRedis)
-                .await?;
-            let verdict = self
-                .inner
-                .batcher
-                .decide(
-                    template.clone(),
-                    intent(template_id, request_id, user_id, &grant),
-                )
-                .await?;
-            match verdict {
-                Verdict::Stored => {
-                    self.inner
-                        .failpoints
-                        .hit(Failpoint::ClaimAfterPersist)
-                        .await?;
-                    // The batch takes the stored intents out of the pending set.
-                    return Ok(receipt);
-                }
-                Verdict::Duplicate {
-                    coupon_id,
-                    user_id: owner,
-                } => {
-                    // Past the idempotency window the unique constraint is the backstop:
-                    // give the Redis deduction back and answer with the stored coupon.
-                    self.inner
-                        .redis
-                        .release(
-                            template_id,
-                            request_id,
-                            user_id,
-                            grant.epoch,
-                            grant.coupon_id,
-                        )
-                        .await?;
-                    return replay_of(receipt, coupon_id, &owner, user_id);
-                }
-                Verdict::StockEmpty | Verdict::UserLimit => {
-                    // Redis admitted what Postgres refused: Redis is stale (an old snapshot,
-                    // a lagging replica, an evicted key). The refusal stands; Redis is
-                    // rebuilt from Postgres before it admits again.
-                    self.resync_after_refusal(template_id, grant.epoch).await;
-                    return Err(match verdict {
-                        Verdict::StockEmpty => EngineError::StockEmpty,
-                        _ => EngineError::UserLimit {
-                            limit: template.spec.per_user_limit,
-                        },
-                    });
-                }
-                Verdict::EpochAhead => {
-                    // Redis holds a rebuild that never committed: rebuild it again.
-                    tracing::warn!(%template_id, "redis epoch ahead of postgres; rebuilding");
-                    self.resync(template_id, Trigger::Disagrees(grant.epoch))
-                        .await?;
-                    continue;
-                }
-                Verdict::Fenced => {
-                    // A rebuild counted without this claim: it fails, unacknowledged. Not
-                    // retried here: others may have seen its reservation of the request
-                    // id, so only the client's retry may reuse it. A Redis still at the
-                    // old epoch (restored from before the rebuild) is rebuilt first.
-                    self.inner
-                        .redis
-                        .forget_request(template_id, request_id, grant.coupon_id)
-                        .await?;
-                    self.resync(template_id, Trigger::Disagrees(grant.epoch))
-                        .await?;
-                    return Err(EngineError::Unavailable(
-                        "the claim was fenced by a rebuild of the template's Redis state; \
-                         retry with the same request_id"
-                            .into(),
-                    ));
-                }
+            let answer = if grant.pending {
+                let verdict = self
+                    .persist(&template, intent(template_id, request_id, user_id, &grant))
+                    .await?;
+                self.settle(&template, request_id, user_id, &grant, receipt, verdict)
+                    .await?
+            } else {
+                self.replay_settled(template_id, request_id, user_id, &grant, receipt)
+                    .await?
+            };
+            if let Some(answer) = answer {
+                return Ok(answer);
             }
         }
         Err(EngineError::Unavailable(
             "the claim could not settle while the template was being rebuilt".into(),
         ))
+    }
+
+    /// The claim script's decision. The first call after a Redis restart meets the dropped
+    /// connection; retrying is safe: if the script did run, its recorded outcome for this
+    /// request id answers the retry.
+    async fn admit(
+        &self,
+        template_id: Uuid,
+        request_id: &str,
+        user_id: &str,
+        limit: i32,
+        now_ms: i64,
+    ) -> EngineResult<ClaimScript> {
+        #[cfg(feature = "mutants")]
+        if let Some(r) =
+            crate::mutants::admit(self, template_id, request_id, user_id, limit, now_ms).await
+        {
+            return r;
+        }
+        let ttl_secs = self.inner.config.idempotency_ttl.as_secs();
+        let admit = || {
+            self.inner.redis.claim(
+                template_id,
+                request_id,
+                user_id,
+                limit,
+                Uuid::new_v4(),
+                now_ms,
+                ttl_secs,
+            )
+        };
+        Ok(match admit().await {
+            Err(e) if e.is_io_error() || e.is_connection_dropped() => {
+                self.note_redis_error(&e);
+                tokio::time::sleep(RECONNECT_PAUSE).await;
+                admit().await.inspect_err(|e| self.note_redis_error(e))?
+            }
+            other => other.inspect_err(|e| self.note_redis_error(e))?,
+        })
+    }
+
+    /// Sync mode: has Postgres decide a grant Redis admitted (through the group commit).
+    async fn persist(
+        &self,
+        template: &Arc<Template>,
+        intent: PendingIntent,
+    ) -> EngineResult<Verdict> {
+        #[cfg(feature = "mutants")]
+        if let Some(r) = crate::mutants::persist(self, template, &intent).await {
+            return r;
+        }
+        self.decide_grant(template, intent).await
+    }
+
+    /// The engine's own persist step, which mutant D5 runs after its defect.
+    pub(crate) async fn decide_grant(
+        &self,
+        template: &Arc<Template>,
+        intent: PendingIntent,
+    ) -> EngineResult<Verdict> {
+        self.inner
+            .failpoints
+            .hit(Failpoint::ClaimAfterRedis)
+            .await?;
+        self.inner.batcher.decide(template.clone(), intent).await
+    }
+
+    /// A replay of a settled grant answers only what Postgres holds: the grant may have been
+    /// refused, fenced or dropped by the reconciler since. None: admit it again.
+    async fn replay_settled(
+        &self,
+        template_id: Uuid,
+        request_id: &str,
+        user_id: &str,
+        grant: &Grant,
+        receipt: ClaimReceipt,
+    ) -> EngineResult<Option<ClaimReceipt>> {
+        let stored =
+            arbiter::durable_claim_by_request(&self.inner.pg, template_id, request_id).await?;
+        match stored {
+            Some((coupon_id, owner)) => replay_of(receipt, coupon_id, &owner, user_id).map(Some),
+            None => {
+                self.inner
+                    .redis
+                    .forget_request(template_id, request_id, grant.coupon_id)
+                    .await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Answers a claim by Postgres's verdict on its grant; None: admit it again.
+    async fn settle(
+        &self,
+        template: &Template,
+        request_id: &str,
+        user_id: &str,
+        grant: &Grant,
+        receipt: ClaimReceipt,
+        verdict: Verdict,
+    ) -> EngineResult<Option<ClaimReceipt>> {
+        let template_id = template.id;
+        match verdict {
+            Verdict::Stored => {
+                self.inner
+                    .failpoints
+                    .hit(Failpoint::ClaimAfterPersist)
+                    .await?;
+                // The batch takes its stored intents out of the pending set.
+                Ok(Some(receipt))
+            }
+            Verdict::Duplicate {
+                coupon_id,
+                user_id: owner,
+            } => {
+                // Past the idempotency window the unique constraint is the backstop:
+                // give the Redis deduction back and answer with the stored coupon.
+                self.inner
+                    .redis
+                    .release(
+                        template_id,
+                        request_id,
+                        user_id,
+                        grant.epoch,
+                        grant.coupon_id,
+                    )
+                    .await?;
+                replay_of(receipt, coupon_id, &owner, user_id).map(Some)
+            }
+            Verdict::StockEmpty | Verdict::UserLimit => {
+                // Redis admitted what Postgres refused: Redis is stale (an old snapshot,
+                // a lagging replica, an evicted key). The refusal stands; Redis is
+                // rebuilt from Postgres before it admits again.
+                self.resync_after_refusal(template_id, grant.epoch).await;
+                Err(match verdict {
+                    Verdict::StockEmpty => EngineError::StockEmpty,
+                    _ => EngineError::UserLimit {
+                        limit: template.spec.per_user_limit,
+                    },
+                })
+            }
+            Verdict::EpochAhead => {
+                // Redis holds a rebuild that never committed: rebuild it again.
+                tracing::warn!(%template_id, "redis epoch ahead of postgres; rebuilding");
+                self.resync(template_id, Trigger::Disagrees(grant.epoch))
+                    .await?;
+                Ok(None)
+            }
+            Verdict::Fenced => {
+                // A rebuild counted without this claim: it fails, unacknowledged. Not
+                // retried here: others may have seen its reservation of the request
+                // id, so only the client's retry may reuse it. A Redis still at the
+                // old epoch (restored from before the rebuild) is rebuilt first.
+                self.inner
+                    .redis
+                    .forget_request(template_id, request_id, grant.coupon_id)
+                    .await?;
+                self.resync(template_id, Trigger::Disagrees(grant.epoch))
+                    .await?;
+                Err(EngineError::Unavailable(
+                    "the claim was fenced by a rebuild of the template's Redis state; \
+                     retry with the same request_id"
+                        .into(),
+                ))
+            }
+        }
     }
 
     /// After Postgres refused what Redis admitted. The claim's answer does not depend on

@@ -171,8 +171,7 @@ impl CouponEngine {
     /// Checks that both backends answer.
     pub async fn health(&self) -> EngineResult<()> {
         self.inner.redis.ping().await?;
-        sqlx::query("SELECT 1").execute(&self.inner.pg).await?;
-        Ok(())
+        postgres::ping(&self.inner.pg).await
     }
 
     /// Creates a template in Postgres and initialises its Redis keys.

@@ -4,18 +4,14 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use sqlx::Row;
 use uuid::Uuid;
 
 use super::CouponEngine;
 use crate::{
-    domain::{
-        discount::{Discount, DiscountKind},
-        ids::{validate_order_id, validate_user_id},
-    },
+    domain::ids::{validate_order_id, validate_user_id},
     error::{EngineError, EngineResult},
     failpoint::Failpoint,
-    store::postgres::is_unique_violation,
+    store::postgres::{self, OnConflict, UseRecord},
 };
 
 /// A redemption that stands.
@@ -140,51 +136,34 @@ impl CouponEngine {
         order_amount: i64,
     ) -> EngineResult<Option<Redemption>> {
         let mut tx = self.inner.pg.begin().await?;
-        let row = sqlx::query(
-            "UPDATE user_coupon c SET status = 'used', order_id = $3, used_at = now() \
-             FROM coupon_template t \
-             WHERE c.id = $1 AND c.user_id = $2 AND c.status = 'issued' \
-               AND now() >= c.valid_from AND now() < c.valid_until \
-               AND t.id = c.template_id AND $4 >= COALESCE(t.min_order_amount, 0) \
-             RETURNING t.discount_kind, t.discount_amount, t.discount_percent, \
-                       t.min_order_amount, t.max_discount",
-        )
-        .bind(coupon_id)
-        .bind(user_id)
-        .bind(order_id)
-        .bind(order_amount)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = row else {
+        let marked =
+            postgres::mark_used(&mut *tx, coupon_id, user_id, order_id, order_amount).await?;
+        let Some(discount) = marked else {
             drop(tx);
             return self
                 .diagnose_redeem(coupon_id, user_id, order_id, order_amount)
                 .await;
         };
-        let discount = discount_from_row(&row)?.compute(order_amount)?;
+        let discount = discount.compute(order_amount)?;
         self.inner
             .failpoints
             .hit(Failpoint::RedeemAfterUpdate)
             .await?;
-        let logged = sqlx::query(
-            "INSERT INTO coupon_use_log (coupon_id, order_id, user_id, order_amount, discount, used_at) \
-             VALUES ($1, $2, $3, $4, $5, now())",
-        )
-        .bind(coupon_id)
-        .bind(order_id)
-        .bind(user_id)
-        .bind(order_amount)
-        .bind(discount)
-        .execute(&mut *tx)
-        .await;
-        match logged {
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e, "coupon_use_log_coupon_order_key") => {
+        let used = UseRecord {
+            coupon_id,
+            order_id,
+            user_id,
+            order_amount,
+            discount,
+        };
+        match postgres::log_use(&mut *tx, &used, OnConflict::Refuse).await {
+            Ok(()) => {}
+            Err(e) if postgres::is_order_logged(&e) => {
                 return Err(EngineError::InvalidState(
                     "this order already used this coupon and was refunded".into(),
                 ));
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
         tx.commit().await?;
         Ok(Some(Redemption {
@@ -203,30 +182,19 @@ impl CouponEngine {
         order_id: &str,
         order_amount: i64,
     ) -> EngineResult<Option<Redemption>> {
-        let row = sqlx::query(
-            "SELECT c.user_id, c.status, c.order_id, now() >= c.valid_until AS past, \
-                    now() < c.valid_from AS early, t.min_order_amount, l.discount \
-             FROM user_coupon c JOIN coupon_template t ON t.id = c.template_id \
-             LEFT JOIN coupon_use_log l ON l.coupon_id = c.id AND l.order_id = $2 AND NOT l.undone \
-             WHERE c.id = $1",
-        )
-        .bind(coupon_id)
-        .bind(order_id)
-        .fetch_optional(&self.inner.pg)
-        .await?
-        .ok_or(EngineError::NotFound("coupon"))?;
-        let owner: String = row.try_get("user_id")?;
-        if owner != user_id {
+        let state = postgres::redeem_state(&self.inner.pg, coupon_id, order_id)
+            .await?
+            .ok_or(EngineError::NotFound("coupon"))?;
+        if state.user_id != user_id {
             return Err(EngineError::NotOwner);
         }
-        let status: String = row.try_get("status")?;
-        let used_by: Option<String> = row.try_get("order_id")?;
-        let logged: Option<i64> = row.try_get("discount")?;
-        match status.as_str() {
-            "used" if used_by.as_deref() == Some(order_id) => Ok(Some(Redemption {
+        let status = state.status.as_str();
+        let used_by = state.order_id.as_deref();
+        match status {
+            "used" if used_by == Some(order_id) => Ok(Some(Redemption {
                 coupon_id,
                 order_id: order_id.to_owned(),
-                discount: logged.unwrap_or(0),
+                discount: state.discount.unwrap_or(0),
                 replay: true,
             })),
             "used" => Err(EngineError::AlreadyUsed),
@@ -234,11 +202,11 @@ impl CouponEngine {
             "revoked" => Err(EngineError::InvalidState(
                 "the coupon was revoked by a refund".into(),
             )),
-            _ if row.try_get::<bool, _>("past")? => Err(EngineError::Expired),
-            _ if row.try_get::<bool, _>("early")? => Err(EngineError::InvalidState(
+            _ if state.past => Err(EngineError::Expired),
+            _ if state.early => Err(EngineError::InvalidState(
                 "the coupon is not valid yet".into(),
             )),
-            _ => match row.try_get::<Option<i64>, _>("min_order_amount")? {
+            _ => match state.min_order_amount {
                 Some(min) if order_amount < min => Err(EngineError::BelowMinAmount {
                     amount: order_amount,
                     min,
@@ -248,16 +216,4 @@ impl CouponEngine {
             },
         }
     }
-}
-
-fn discount_from_row(row: &sqlx::postgres::PgRow) -> EngineResult<Discount> {
-    let kind: String = row.try_get("discount_kind")?;
-    Ok(Discount {
-        kind: DiscountKind::parse(&kind)
-            .ok_or_else(|| EngineError::Unavailable("unknown discount kind stored".into()))?,
-        amount: row.try_get("discount_amount")?,
-        percent: row.try_get("discount_percent")?,
-        min_order_amount: row.try_get("min_order_amount")?,
-        max_discount: row.try_get("max_discount")?,
-    })
 }

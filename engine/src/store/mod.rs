@@ -5,5 +5,6 @@ pub mod arbiter;
 pub mod cluster_nodes;
 pub mod keys;
 pub mod postgres;
+pub mod records;
 pub mod redis;
 pub mod redis_conn;

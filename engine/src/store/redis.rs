@@ -7,13 +7,16 @@ use uuid::Uuid;
 
 use super::{
     keys::{TemplateKeys, coupon_lock},
+    records::RecentClaim,
     redis_conn::{RedisConn, RedisTarget, delete_matching},
 };
 
 mod replies;
+#[cfg(feature = "mutants")]
+mod unscripted;
 
-pub use replies::{ClaimScript, Grant, OutboxApply, PendingIntent};
-use replies::{parse_claim, parse_intent};
+use replies::parse_claim;
+pub use replies::{ClaimScript, Grant, OutboxApply, PendingIntent, RequestRecord};
 
 /// The field that marks a `claimed` hash as built by a rebuild (never a valid user id).
 pub const CLAIMED_BUILT: &str = "";
@@ -327,7 +330,7 @@ impl RedisStore {
     pub async fn restore_requests(
         &self,
         template: Uuid,
-        claims: &[crate::store::postgres::RecentClaim],
+        claims: &[RecentClaim],
         epoch: i64,
         remaining: i64,
         now_ms: i64,
@@ -338,10 +341,16 @@ impl RedisStore {
             for c in chunk {
                 pipe.cmd("SET")
                     .arg(k.req(&c.claim_request_id))
-                    .arg(format!(
-                        "{}|{}|{remaining}|{epoch}|{now_ms}",
-                        c.id, c.user_id
-                    ))
+                    .arg(
+                        RequestRecord {
+                            coupon_id: c.id,
+                            user_id: &c.user_id,
+                            remaining,
+                            epoch,
+                            at_ms: now_ms,
+                        }
+                        .encode(),
+                    )
                     .arg("PX")
                     .arg(c.ttl_ms.max(1))
                     .ignore();
@@ -408,7 +417,7 @@ impl RedisStore {
             .await?;
         let pending = pending
             .into_iter()
-            .filter_map(|(rid, v)| parse_intent(template, rid, &v))
+            .filter_map(|(rid, v)| PendingIntent::decode(template, rid, &v))
             .collect();
         let mut claimed = claimed;
         claimed.remove(CLAIMED_BUILT);

@@ -66,24 +66,73 @@ pub enum OutboxApply {
     NotInitialised,
 }
 
-pub(super) fn parse_intent(
-    template_id: Uuid,
-    request_id: String,
-    value: &str,
-) -> Option<PendingIntent> {
-    let mut parts = value.split('|');
-    let coupon_id = parts.next()?.parse().ok()?;
-    let user_id = parts.next()?.to_owned();
-    let epoch = parts.next()?.parse().ok()?;
-    let claimed_at_ms = parts.next()?.parse().ok()?;
-    Some(PendingIntent {
-        template_id,
-        request_id,
-        coupon_id,
-        user_id,
-        epoch,
-        claimed_at_ms,
-    })
+impl PendingIntent {
+    /// The value of this intent in the pending hash (`coupon|user|epoch|at_ms`, field: the
+    /// request id), as claim.lua writes it.
+    pub fn encode(&self) -> String {
+        format!(
+            "{}|{}|{}|{}",
+            self.coupon_id, self.user_id, self.epoch, self.claimed_at_ms
+        )
+    }
+
+    /// Reads an intent back from its pending-hash field and value.
+    pub fn decode(template_id: Uuid, request_id: String, value: &str) -> Option<Self> {
+        let mut parts = value.split('|');
+        let coupon_id = parts.next()?.parse().ok()?;
+        let user_id = parts.next()?.to_owned();
+        let epoch = parts.next()?.parse().ok()?;
+        let claimed_at_ms = parts.next()?.parse().ok()?;
+        Some(Self {
+            template_id,
+            request_id,
+            coupon_id,
+            user_id,
+            epoch,
+            claimed_at_ms,
+        })
+    }
+}
+
+/// The recorded outcome of one claim request (its `req:` key): the one Rust encoder and
+/// decoder of `coupon|user|remaining|epoch|at_ms`. claim.lua writes and reads the same
+/// format, and release.lua and forget.lua match its leading coupon id; a change here is a
+/// change there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestRecord<'a> {
+    /// The coupon granted.
+    pub coupon_id: Uuid,
+    /// The claimant.
+    pub user_id: &'a str,
+    /// Stock left right after the grant.
+    pub remaining: i64,
+    /// Epoch of the Redis state that granted it.
+    pub epoch: i64,
+    /// Grant time, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+impl<'a> RequestRecord<'a> {
+    /// The stored value.
+    pub fn encode(&self) -> String {
+        format!(
+            "{}|{}|{}|{}|{}",
+            self.coupon_id, self.user_id, self.remaining, self.epoch, self.at_ms
+        )
+    }
+
+    /// Reads a stored value: exactly five fields, each well formed, or None.
+    pub fn decode(value: &'a str) -> Option<Self> {
+        let mut parts = value.split('|');
+        let record = Self {
+            coupon_id: parts.next()?.parse().ok()?,
+            user_id: parts.next()?,
+            remaining: parts.next()?.parse().ok()?,
+            epoch: parts.next()?.parse().ok()?,
+            at_ms: parts.next()?.parse().ok()?,
+        };
+        parts.next().is_none().then_some(record)
+    }
 }
 
 fn bad_reply(what: &str) -> RedisError {
@@ -137,4 +186,34 @@ pub(super) fn parse_claim(reply: &[Value]) -> RedisResult<ClaimScript> {
         "request_conflict" => ClaimScript::RequestConflict,
         other => return Err(bad_reply(other)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        let r = RequestRecord {
+            coupon_id: Uuid::from_u128(7),
+            user_id: "u-1",
+            remaining: -1,
+            epoch: 3,
+            at_ms: 1_767_225_600_000,
+        };
+        assert_eq!(RequestRecord::decode(&r.encode()), Some(r));
+        assert_eq!(RequestRecord::decode("a|b|c|d"), None);
+        let i = PendingIntent {
+            template_id: Uuid::nil(),
+            request_id: "r".into(),
+            coupon_id: Uuid::from_u128(9),
+            user_id: "u".into(),
+            epoch: 2,
+            claimed_at_ms: 5,
+        };
+        assert_eq!(
+            PendingIntent::decode(Uuid::nil(), "r".into(), &i.encode()),
+            Some(i)
+        );
+    }
 }

@@ -1,0 +1,156 @@
+//! Mutants of the claim (service/claim.rs): D7 and D5b claim under another key than the
+//! client's, D1 admits without the script's atomicity, D5 drops the intent before it is
+//! persisted.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::{
+    CouponEngine, EngineResult, Variant,
+    domain::template::Template,
+    service::ClaimReceipt,
+    store::{
+        arbiter::Verdict,
+        redis::{ClaimScript, Grant, PendingIntent, RequestRecord},
+    },
+};
+
+/// D7 and D5b: the whole claim, under a key of the mutant's making.
+pub(crate) async fn claim(
+    e: &CouponEngine,
+    template_id: Uuid,
+    user_id: &str,
+    request_id: &str,
+) -> Option<EngineResult<ClaimReceipt>> {
+    match e.config().variant {
+        // D7: every call is unique, so a retry is a new claim.
+        Variant::D7 => {
+            let key = format!("{request_id}-{}", &Uuid::new_v4().simple().to_string()[..8]);
+            Some(e.claim_validated(template_id, user_id, &key).await)
+        }
+        // D5b: a claim whose outcome is unknown is retried under a fresh key.
+        Variant::D5b => Some(
+            match e.claim_validated(template_id, user_id, request_id).await {
+                Err(err) if err.outcome_unknown() => {
+                    let retry = format!("{request_id}-retry");
+                    e.claim_validated(template_id, user_id, &retry).await
+                }
+                other => other,
+            },
+        ),
+        _ => None,
+    }
+}
+
+/// D1: GET stock and the user's count, then DECR/INCR in separate calls.
+pub(crate) async fn admit(
+    e: &CouponEngine,
+    template_id: Uuid,
+    request_id: &str,
+    user_id: &str,
+    limit: i32,
+    now_ms: i64,
+) -> Option<EngineResult<ClaimScript>> {
+    if e.config().variant != Variant::D1 {
+        return None;
+    }
+    let claim = Claim {
+        template_id,
+        request_id,
+        user_id,
+        limit,
+        now_ms,
+    };
+    Some(check_then_decrement(e, &claim).await)
+}
+
+/// What D1 admits.
+struct Claim<'a> {
+    template_id: Uuid,
+    request_id: &'a str,
+    user_id: &'a str,
+    limit: i32,
+    now_ms: i64,
+}
+
+async fn check_then_decrement(e: &CouponEngine, c: &Claim<'_>) -> EngineResult<ClaimScript> {
+    let r = e.redis();
+    let t = c.template_id;
+    let Some(stock) = r.stock(t).await? else {
+        return Ok(ClaimScript::NotInitialised);
+    };
+    let epoch = r.epoch(t).await?.unwrap_or(0);
+    // The idempotency record is kept (checked and written in separate steps too), so this
+    // mutant differs from the engine only in the missing atomicity.
+    if let Some(prior) = r.request_record(t, c.request_id).await?
+        && let Some(prior) = RequestRecord::decode(&prior)
+    {
+        if prior.user_id != c.user_id {
+            return Ok(ClaimScript::RequestConflict);
+        }
+        return Ok(ClaimScript::Granted(Grant {
+            coupon_id: prior.coupon_id,
+            remaining: prior.remaining,
+            epoch: prior.epoch,
+            claimed_at_ms: prior.at_ms,
+            fresh: false,
+            pending: r.is_pending(t, c.request_id).await?,
+        }));
+    }
+    if stock <= 0 {
+        return Ok(ClaimScript::StockEmpty);
+    }
+    if r.claimed_by(t, c.user_id).await?.unwrap_or(0) >= i64::from(c.limit) {
+        return Ok(ClaimScript::UserLimit);
+    }
+    let remaining = r.take_stock(t).await?;
+    r.add_claimed(t, c.user_id).await?;
+    let coupon_id = Uuid::new_v4();
+    r.put_pending(&PendingIntent {
+        template_id: t,
+        request_id: c.request_id.to_owned(),
+        coupon_id,
+        user_id: c.user_id.to_owned(),
+        epoch,
+        claimed_at_ms: c.now_ms,
+    })
+    .await?;
+    let record = RequestRecord {
+        coupon_id,
+        user_id: c.user_id,
+        remaining,
+        epoch,
+        at_ms: c.now_ms,
+    };
+    let ttl_secs = e.config().idempotency_ttl.as_secs();
+    r.record_request(t, c.request_id, &record, ttl_secs).await?;
+    Ok(ClaimScript::Granted(Grant {
+        coupon_id,
+        remaining,
+        epoch,
+        claimed_at_ms: c.now_ms,
+        fresh: true,
+        pending: true,
+    }))
+}
+
+/// D5: the intent is dropped before persisting, so a failure after the deduct is never
+/// rolled forward nor compensated.
+pub(crate) async fn persist(
+    e: &CouponEngine,
+    template: &Arc<Template>,
+    intent: &PendingIntent,
+) -> Option<EngineResult<Verdict>> {
+    if e.config().variant != Variant::D5 {
+        return None;
+    }
+    if let Err(err) = e
+        .redis()
+        .drop_pending(intent.template_id, &intent.request_id)
+        .await
+    {
+        return Some(Err(err.into()));
+    }
+    Some(e.decide_grant(template, intent.clone()).await)
+}

@@ -1,0 +1,23 @@
+//! The defect mutants (feature `mutants`; docs/ARCHITECTURE.md, "Mutants"). Each is the broken
+//! counterpart of one step of the real engine, one file per flow as in `service/`. Never
+//! enable in production.
+//!
+//! Every hook has one shape: `async fn(engine, the step's inputs) -> Option<EngineResult<T>>`,
+//! called first thing in the step it can replace. `None` (every other variant) runs the
+//! engine's own step untouched; `Some` is the mutant's answer instead. A mutant reaches the
+//! stores only through store functions, so it writes the schema and the Redis records the
+//! engine writes, and differs from the engine only in its defect.
+//!
+//! D8 and D9 are not here: they change how the claim batch is decided and answered
+//! (`Variant::arbitration`, `Variant::waits_for_durability`), inside the arbiter and the
+//! batcher.
+
+mod claim;
+mod rebuild;
+mod redeem;
+mod refund;
+
+pub(crate) use claim::{admit, claim, persist};
+pub(crate) use rebuild::rebuild;
+pub(crate) use redeem::redeem;
+pub(crate) use refund::refund;

@@ -1,0 +1,64 @@
+//! Postgres side of the engine: templates, coupons, the use log and the stock outbox.
+//! Every multi-statement change runs in one transaction; the conditional UPDATEs and the
+//! unique indexes, not the Redis lock, are what make redeem and refund safe.
+//!
+//! One file per table family, so that a statement lives beside the others on its table and a
+//! schema change meets every one of them in one place. Everything is re-exported here: callers
+//! name `store::postgres::f`, not the file.
+
+mod audit;
+mod coupons;
+mod identity;
+mod outbox;
+mod redemptions;
+mod stock;
+mod templates;
+#[cfg(feature = "mutants")]
+mod unguarded;
+mod use_log;
+
+use time::OffsetDateTime;
+
+pub use audit::*;
+pub use coupons::*;
+pub use identity::*;
+pub use outbox::*;
+pub use redemptions::*;
+pub use stock::*;
+pub use templates::*;
+#[cfg(feature = "mutants")]
+pub use unguarded::*;
+pub use use_log::*;
+
+use crate::error::{EngineError, EngineResult};
+
+/// The embedded migrations (`migrations/` at the workspace root).
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+fn corrupt(what: &str) -> EngineError {
+    EngineError::Database(sqlx::Error::Protocol(format!(
+        "unexpected stored value: {what}"
+    )))
+}
+
+/// Milliseconds since the Unix epoch to a timestamp (clamped to now on overflow).
+pub fn ms_to_time(ms: i64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or_else(|_| OffsetDateTime::now_utc())
+}
+
+/// True if `err` is a unique violation of the named constraint or index.
+pub fn is_unique_violation(err: &sqlx::Error, constraint: &str) -> bool {
+    match err {
+        sqlx::Error::Database(db) => {
+            db.code().as_deref() == Some("23505") && db.constraint() == Some(constraint)
+        }
+        _ => false,
+    }
+}
+
+/// Round trip to Postgres.
+pub async fn ping(pool: &sqlx::PgPool) -> EngineResult<()> {
+    sqlx::query("SELECT 1").execute(pool).await?;
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! `stock_outbox`: refunds to stock committed in Postgres and waiting to reach Redis, applied
+//! exactly once by the relay or settled by a rebuild that counted them.
+
+use sqlx::{PgConnection, Postgres, Transaction};
+use uuid::Uuid;
+
+use crate::error::EngineResult;
+
+/// Marks every unapplied outbox row of a template applied (a rebuild counted them).
+pub async fn settle_outbox(conn: &mut PgConnection, template: Uuid) -> EngineResult<u64> {
+    Ok(sqlx::query(
+        "UPDATE stock_outbox SET applied_at = now() WHERE template_id = $1 AND applied_at IS NULL",
+    )
+    .bind(template)
+    .execute(conn)
+    .await?
+    .rows_affected())
+}
+
+/// An outbox row waiting to be applied to Redis.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct OutboxRow {
+    /// Row id (the exactly-once key in Redis).
+    pub id: i64,
+    /// The refunded coupon.
+    pub coupon_id: Uuid,
+    /// Its owner, whose quota is returned.
+    pub user_id: String,
+}
+
+/// Locks up to `limit` unapplied outbox rows of a template (skipping rows another relay holds).
+pub async fn lock_outbox(
+    tx: &mut Transaction<'_, Postgres>,
+    template: Uuid,
+    limit: i64,
+) -> EngineResult<Vec<OutboxRow>> {
+    Ok(sqlx::query_as(
+        "SELECT id, coupon_id, user_id FROM stock_outbox \
+         WHERE template_id = $1 AND applied_at IS NULL ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
+    )
+    .bind(template)
+    .bind(limit)
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+/// Marks outbox rows applied.
+pub async fn mark_outbox_applied(
+    tx: &mut Transaction<'_, Postgres>,
+    ids: &[i64],
+) -> EngineResult<()> {
+    if !ids.is_empty() {
+        sqlx::query("UPDATE stock_outbox SET applied_at = now() WHERE id = ANY($1)")
+            .bind(ids)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Records, inside a refund's transaction, that `coupon`'s stock and its owner's quota must
+/// go back to Redis.
+pub async fn insert_return_stock(
+    conn: &mut PgConnection,
+    template: Uuid,
+    coupon: Uuid,
+    user_id: &str,
+) -> EngineResult<()> {
+    sqlx::query(
+        "INSERT INTO stock_outbox (template_id, coupon_id, user_id, kind) \
+         VALUES ($1, $2, $3, 'return_stock')",
+    )
+    .bind(template)
+    .bind(coupon)
+    .bind(user_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,126 @@
+//! Single commands, each atomic alone, for the defect mutants only (feature `mutants`). The
+//! engine runs one script where a mutant composes these (D1's defect is the composition), and
+//! keeps guards these skip (D2's and D3's unlock without a token, D4's stock return outside
+//! the outbox, D5's intent dropped before it is persisted). Here, beside the scripts, so the
+//! keys and the record formats are the engine's own.
+
+use redis::RedisResult;
+use uuid::Uuid;
+
+use super::{PendingIntent, RedisStore, RequestRecord};
+use crate::store::keys::coupon_lock;
+
+impl RedisStore {
+    /// The template's epoch, None if absent.
+    pub async fn epoch(&self, template: Uuid) -> RedisResult<Option<i64>> {
+        redis::cmd("GET")
+            .arg(self.keys(template).epoch)
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// The stored outcome of a claim request, undecoded (see [`RequestRecord::decode`]).
+    pub async fn request_record(
+        &self,
+        template: Uuid,
+        request_id: &str,
+    ) -> RedisResult<Option<String>> {
+        redis::cmd("GET")
+            .arg(self.keys(template).req(request_id))
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// Stores the outcome of a claim request for `ttl_secs` (at least one).
+    pub async fn record_request(
+        &self,
+        template: Uuid,
+        request_id: &str,
+        record: &RequestRecord<'_>,
+        ttl_secs: u64,
+    ) -> RedisResult<()> {
+        redis::cmd("SET")
+            .arg(self.keys(template).req(request_id))
+            .arg(record.encode())
+            .arg("EX")
+            .arg(ttl_secs.max(1))
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// True while the request's intent waits in the pending hash.
+    pub async fn is_pending(&self, template: Uuid, request_id: &str) -> RedisResult<bool> {
+        redis::cmd("HEXISTS")
+            .arg(self.keys(template).pending)
+            .arg(request_id)
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// Adds an intent to the pending hash.
+    pub async fn put_pending(&self, intent: &PendingIntent) -> RedisResult<()> {
+        redis::cmd("HSET")
+            .arg(self.keys(intent.template_id).pending)
+            .arg(&intent.request_id)
+            .arg(intent.encode())
+            .query_async::<i64>(&mut self.conn.clone())
+            .await
+            .map(drop)
+    }
+
+    /// Removes the request's intent from the pending hash, whoever's it is.
+    pub async fn drop_pending(&self, template: Uuid, request_id: &str) -> RedisResult<()> {
+        redis::cmd("HDEL")
+            .arg(self.keys(template).pending)
+            .arg(request_id)
+            .query_async::<i64>(&mut self.conn.clone())
+            .await
+            .map(drop)
+    }
+
+    /// Coupons `user_id` holds against the limit, None if the user has none recorded.
+    pub async fn claimed_by(&self, template: Uuid, user_id: &str) -> RedisResult<Option<i64>> {
+        redis::cmd("HGET")
+            .arg(self.keys(template).claimed)
+            .arg(user_id)
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// Counts one more coupon against `user_id`'s limit.
+    pub async fn add_claimed(&self, template: Uuid, user_id: &str) -> RedisResult<()> {
+        redis::cmd("HINCRBY")
+            .arg(self.keys(template).claimed)
+            .arg(user_id)
+            .arg(1)
+            .query_async::<i64>(&mut self.conn.clone())
+            .await
+            .map(drop)
+    }
+
+    /// Takes one from the stock, whatever it holds; returns what is left.
+    pub async fn take_stock(&self, template: Uuid) -> RedisResult<i64> {
+        redis::cmd("DECR")
+            .arg(self.keys(template).stock)
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// Gives one back to the stock, outside any outbox or epoch.
+    pub async fn give_stock(&self, template: Uuid) -> RedisResult<()> {
+        redis::cmd("INCR")
+            .arg(self.keys(template).stock)
+            .query_async::<i64>(&mut self.conn.clone())
+            .await
+            .map(drop)
+    }
+
+    /// Deletes the redeem lock of `coupon`, whoever holds it.
+    pub async fn force_unlock(&self, coupon: Uuid) -> RedisResult<()> {
+        redis::cmd("DEL")
+            .arg(coupon_lock(&self.namespace, coupon))
+            .query_async::<i64>(&mut self.conn.clone())
+            .await
+            .map(drop)
+    }
+}
