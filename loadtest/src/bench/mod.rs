@@ -12,10 +12,18 @@ mod ratios;
 mod report;
 mod target;
 
-use std::{path::PathBuf, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
 
 use anyhow::Context;
-use coupon_engine::{Persistence, testkit::shared_backends};
+use coupon_engine::{
+    Persistence,
+    service::BatchHistogram,
+    testkit::{Backends, shared_backends},
+};
 use time::{OffsetDateTime, macros::format_description};
 
 pub(crate) use cli::BenchCli;
@@ -32,15 +40,30 @@ pub(crate) const EXIT_REGRESSION: u8 = 2;
 pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
     cli.validate()?;
     let started = OffsetDateTime::now_utc();
-    let run_for = Duration::from_secs(cli.seconds);
     let backends = shared_backends()
         .await
         .context("provisioning Redis and Postgres")?;
-    let endpoints = Endpoints::parse(backends.redis_url(), &backends.database_url)?;
     let dir = report_dir(&cli.report_dir, started)?;
     let scratch = dir.join("scratch");
-    let mut rows: Vec<Row> = Vec::new();
+    let mut rows = anchor_rows(&cli, &backends, &scratch).await?;
+    let mut batches = None;
+    for persistence in [Persistence::Sync, Persistence::Async] {
+        let (engine_rows, h) = engine_rows(&cli, &backends, persistence, &scratch).await?;
+        rows.extend(engine_rows);
+        batches = batches.or(h);
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    finish(&cli, started, &dir, rows, batches)
+}
 
+/// The anchors: `redis-benchmark` on the engine's claim script, then `pgbench`.
+async fn anchor_rows(
+    cli: &BenchCli,
+    backends: &Arc<Backends>,
+    scratch: &Path,
+) -> anyhow::Result<Vec<Row>> {
+    let endpoints = Endpoints::parse(backends.redis_url(), &backends.database_url)?;
+    let mut rows: Vec<Row> = Vec::new();
     phase("bench", "anchors: redis-benchmark EVALSHA of claim.lua");
     let mut conn = redis::Client::open(backends.redis_url())?
         .get_connection_manager()
@@ -71,7 +94,7 @@ pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
         let e = pg.clone();
         let clients = cli.pg_clients;
         let seconds = cli.seconds;
-        let scratch = scratch.clone();
+        let scratch = scratch.to_owned();
         let before = cpu::snapshot();
         let row = tokio::task::spawn_blocking(move || {
             anchors::pgbench(&e, shape, clients, seconds, &scratch)
@@ -81,106 +104,129 @@ pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
         print_row(rows.last());
     }
     pg_target.stop()?;
+    Ok(rows)
+}
 
-    let mut batches = None;
-    for persistence in [Persistence::Sync, Persistence::Async] {
-        let mode = match persistence {
-            Persistence::Sync => "sync",
-            Persistence::Async => "async",
+/// The rows one persistence mode is measured in: (key, what, expected answer, over HTTP).
+fn engine_row_plan(persistence: Persistence) -> Vec<(&'static str, &'static str, Expect, bool)> {
+    match persistence {
+        Persistence::Sync => vec![
+            (
+                "inproc_sold_out",
+                "in-process claim, sold out",
+                Expect::SoldOut,
+                false,
+            ),
+            (
+                "inproc_sync_granted",
+                "in-process claim, sync granted",
+                Expect::Granted,
+                false,
+            ),
+            (
+                "http_sold_out",
+                "HTTP claim, sold out (minimal client)",
+                Expect::SoldOut,
+                true,
+            ),
+            (
+                "http_sync_granted",
+                "HTTP claim, sync granted",
+                Expect::Granted,
+                true,
+            ),
+        ],
+        Persistence::Async => vec![
+            (
+                "inproc_async_granted",
+                "in-process claim, async granted",
+                Expect::Granted,
+                false,
+            ),
+            (
+                "http_async_granted",
+                "HTTP claim, async granted",
+                Expect::Granted,
+                true,
+            ),
+        ],
+    }
+}
+
+/// One engine in `persistence` mode, in process then over HTTP; in sync mode also the
+/// batch sizes its group commit saw and the Goose row against the same server.
+async fn engine_rows(
+    cli: &BenchCli,
+    backends: &Arc<Backends>,
+    persistence: Persistence,
+    scratch: &Path,
+) -> anyhow::Result<(Vec<Row>, Option<BatchHistogram>)> {
+    let mode = match persistence {
+        Persistence::Sync => "sync",
+        Persistence::Async => "async",
+    };
+    phase(
+        "bench",
+        format!("the engine ({mode}): in-process, then over HTTP"),
+    );
+    let run_for = Duration::from_secs(cli.seconds);
+    let t = target::Target::start(backends.clone(), persistence, 2)?;
+    let c = cli.connections;
+    let mut rows = Vec::new();
+    for (key, what, expect, http) in engine_row_plan(persistence) {
+        let template = match expect {
+            Expect::SoldOut => t.sold_out,
+            Expect::Granted => t.granting,
         };
+        let before = cpu::snapshot();
+        let samples = if http {
+            load::over_http(&t.base_url, template, expect, key, c, run_for).await?
+        } else {
+            load::in_process(&t.engine, template, expect, key, c, run_for).await
+        };
+        let calls = samples.len() + samples.errors as usize;
+        let note = format!("{c} clients, closed loop, {} calls", samples.len());
+        let mut row = samples.into_row(key, what, run_for.as_secs_f64(), note);
+        row.cpu = cpu_per_op(before, calls);
+        rows.push(row);
+        print_row(rows.last());
+    }
+    let mut batches = None;
+    if persistence == Persistence::Sync {
+        let h = t.engine.batch_sizes();
         phase(
             "bench",
-            format!("the engine ({mode}): in-process, then over HTTP"),
+            format!(
+                "group commit: {} batches, {:.1} claims and {:.2} ms per batch transaction",
+                h.count,
+                h.sum as f64 / h.count.max(1) as f64,
+                h.micros as f64 / 1000.0 / h.count.max(1) as f64
+            ),
         );
-        let t = target::Target::start(backends.clone(), persistence, 2)?;
-        let c = cli.connections;
-        let engine_rows: Vec<(&'static str, &str, Expect, bool)> = match persistence {
-            Persistence::Sync => vec![
-                (
-                    "inproc_sold_out",
-                    "in-process claim, sold out",
-                    Expect::SoldOut,
-                    false,
-                ),
-                (
-                    "inproc_sync_granted",
-                    "in-process claim, sync granted",
-                    Expect::Granted,
-                    false,
-                ),
-                (
-                    "http_sold_out",
-                    "HTTP claim, sold out (minimal client)",
-                    Expect::SoldOut,
-                    true,
-                ),
-                (
-                    "http_sync_granted",
-                    "HTTP claim, sync granted",
-                    Expect::Granted,
-                    true,
-                ),
-            ],
-            Persistence::Async => vec![
-                (
-                    "inproc_async_granted",
-                    "in-process claim, async granted",
-                    Expect::Granted,
-                    false,
-                ),
-                (
-                    "http_async_granted",
-                    "HTTP claim, async granted",
-                    Expect::Granted,
-                    true,
-                ),
-            ],
-        };
-        for (key, what, expect, http) in engine_rows {
-            let template = match expect {
-                Expect::SoldOut => t.sold_out,
-                Expect::Granted => t.granting,
-            };
-            let before = cpu::snapshot();
-            let samples = if http {
-                load::over_http(&t.base_url, template, expect, key, c, run_for).await?
-            } else {
-                load::in_process(&t.engine, template, expect, key, c, run_for).await
-            };
-            let calls = samples.len() + samples.errors as usize;
-            let note = format!("{c} clients, closed loop, {} calls", samples.len());
-            let mut row = samples.into_row(key, what, run_for.as_secs_f64(), note);
-            row.cpu = cpu_per_op(before, calls);
-            rows.push(row);
-            print_row(rows.last());
-        }
-        if persistence == Persistence::Sync {
-            let h = t.engine.batch_sizes();
-            phase(
-                "bench",
-                format!(
-                    "group commit: {} batches, {:.1} claims and {:.2} ms per batch transaction",
-                    h.count,
-                    h.sum as f64 / h.count.max(1) as f64,
-                    h.micros as f64 / 1000.0 / h.count.max(1) as f64
-                ),
-            );
-            batches = Some(h);
-            phase(
-                "bench",
-                "the harness: Goose flash-sale on the sold-out path",
-            );
-            rows.push(
-                goose_row::flash_sale_sold_out(&t.base_url, t.sold_out, c, cli.seconds, &scratch)
-                    .await?,
-            );
-            print_row(rows.last());
-        }
-        t.engine.flush().await?;
-        tokio::task::spawn_blocking(move || t.stop()).await??;
+        batches = Some(h);
+        phase(
+            "bench",
+            "the harness: Goose flash-sale on the sold-out path",
+        );
+        rows.push(
+            goose_row::flash_sale_sold_out(&t.base_url, t.sold_out, c, cli.seconds, scratch)
+                .await?,
+        );
+        print_row(rows.last());
     }
-    let _ = std::fs::remove_dir_all(&scratch);
+    t.engine.flush().await?;
+    tokio::task::spawn_blocking(move || t.stop()).await??;
+    Ok((rows, batches))
+}
 
+/// Ratios, the baseline gate, the report files and the console table; the exit code.
+fn finish(
+    cli: &BenchCli,
+    started: OffsetDateTime,
+    dir: &Path,
+    rows: Vec<Row>,
+    batches: Option<BatchHistogram>,
+) -> anyhow::Result<u8> {
     let mut ratios = ratios::compute(&rows);
     let mut exit = 0;
     let mut failures = Vec::new();
@@ -205,7 +251,7 @@ pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
         baseline: cli.baseline.as_ref().map(|p| p.display().to_string()),
         failures,
     };
-    report::write(&dir, &doc)?;
+    report::write(dir, &doc)?;
     if let Some(path) = &cli.write_baseline {
         let b = ratios::to_baseline(
             &doc.ratios,
