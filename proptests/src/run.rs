@@ -11,6 +11,7 @@ use std::{
 use coupon_engine::{
     CouponEngine, EngineConfig, EngineError, Finding, Invariant, NewTemplate, Persistence,
     ReconcileOptions, RefundPolicy, Variant,
+    domain::ids::{RequestId, UserId},
     testkit::{
         Backends, TestEnv,
         local::{LocalPostgres, LocalRedis, RedisPersistence},
@@ -333,7 +334,10 @@ impl Ctx {
                     .get(*template as usize)
                     .copied()
                     .unwrap_or_default();
-                let r = self.engine.claim(t, user, request_id).await?;
+                let r = self
+                    .engine
+                    .claim(t, &UserId::parse(user)?, &RequestId::parse(request_id)?)
+                    .await?;
                 let reference = CouponRef {
                     template: *template,
                     request_id: request_id.clone(),
@@ -353,11 +357,13 @@ impl Ctx {
                 Ok(OpResult::Claimed { coupon })
             }
             Op::Redeem { user, order_id, .. } => {
-                self.engine.redeem(id, user, order_id, 10_000).await?;
+                let user = UserId::parse(user)?;
+                self.engine.redeem(id, &user, order_id, 10_000).await?;
                 Ok(OpResult::Redeemed)
             }
             Op::Refund { user, order_id, .. } => {
-                self.engine.refund(id, user, order_id).await?;
+                let user = UserId::parse(user)?;
+                self.engine.refund(id, &user, order_id).await?;
                 Ok(OpResult::Refunded)
             }
         }

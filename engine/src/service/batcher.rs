@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::{
-    domain::template::Template,
+    domain::{ids::RequestId, template::Template},
     error::{EngineError, EngineResult},
     store::{
         arbiter::{self, Arbitration, Verdict},
@@ -350,12 +350,12 @@ impl Settle {
         replies: Vec<oneshot::Sender<EngineResult<Verdict>>>,
         verdicts: Vec<Verdict>,
     ) {
-        let stored: Vec<(&str, Uuid)> = self
+        let stored: Vec<(&RequestId, Uuid)> = self
             .intents
             .iter()
             .zip(&verdicts)
             .filter(|(_, v)| **v == Verdict::Stored)
-            .map(|(i, _)| (i.request_id.as_str(), i.coupon_id))
+            .map(|(i, _)| (&i.request_id, i.coupon_id))
             .collect();
         for (reply, verdict) in replies.into_iter().zip(verdicts.iter().cloned()) {
             let _ = reply.send(Ok(verdict));

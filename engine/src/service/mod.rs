@@ -39,7 +39,7 @@ use crate::{
     config::{EngineConfig, Persistence},
     domain::{
         coupon::Coupon,
-        ids::validate_user_id,
+        ids::UserId,
         template::{NewTemplate, Template, TemplateStatus},
     },
     error::{EngineError, EngineResult},
@@ -246,8 +246,7 @@ impl CouponEngine {
     }
 
     /// A user's coupons, newest first (at most 1,000).
-    pub async fn user_coupons(&self, user_id: &str) -> EngineResult<Vec<Coupon>> {
-        validate_user_id(user_id)?;
+    pub async fn user_coupons(&self, user_id: &UserId) -> EngineResult<Vec<Coupon>> {
         postgres::user_coupons(&self.inner.pg, user_id, 1000).await
     }
 

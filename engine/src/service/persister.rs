@@ -150,7 +150,7 @@ impl CouponEngine {
         let mut refused_epoch = None;
         for (intent, verdict) in intents.iter().zip(&verdicts) {
             match verdict {
-                Verdict::Stored => done.push((intent.request_id.as_str(), intent.coupon_id)),
+                Verdict::Stored => done.push((&intent.request_id, intent.coupon_id)),
                 Verdict::Duplicate { .. } => {
                     self.inner.redis.release_intent(intent).await?;
                 }
@@ -163,7 +163,7 @@ impl CouponEngine {
                     self.inner.acks_refused.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(%template_id, request_id = %intent.request_id, ?verdict,
                         "acknowledged async claim refused by postgres: the acknowledgement is lost");
-                    done.push((intent.request_id.as_str(), intent.coupon_id));
+                    done.push((&intent.request_id, intent.coupon_id));
                     refused_epoch = Some(intent.epoch);
                 }
             }

@@ -101,7 +101,7 @@ impl CouponEngine {
                 match verdict {
                     Verdict::Stored => {
                         report.pending_persisted += 1;
-                        done.push((intent.request_id.as_str(), intent.coupon_id));
+                        done.push((&intent.request_id, intent.coupon_id));
                     }
                     Verdict::Duplicate { .. } => {
                         self.inner.redis.release_intent(intent).await?;
@@ -112,7 +112,7 @@ impl CouponEngine {
                     | Verdict::StockEmpty
                     | Verdict::UserLimit => {
                         report.pending_dropped += 1;
-                        done.push((intent.request_id.as_str(), intent.coupon_id));
+                        done.push((&intent.request_id, intent.coupon_id));
                         if verdict != &Verdict::Fenced {
                             disagrees = Some(intent.epoch);
                         }
@@ -143,7 +143,7 @@ impl CouponEngine {
 pub(crate) fn pending_per_user(intents: &[&PendingIntent]) -> HashMap<String, i64> {
     let mut m = HashMap::new();
     for i in intents {
-        *m.entry(i.user_id.clone()).or_insert(0) += 1;
+        *m.entry(i.user_id.as_str().to_owned()).or_insert(0) += 1;
     }
     m
 }

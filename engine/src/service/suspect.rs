@@ -15,7 +15,11 @@ use redis::RedisError;
 use uuid::Uuid;
 
 use super::{ClaimReceipt, CouponEngine};
-use crate::{error::EngineResult, store::arbiter};
+use crate::{
+    domain::ids::{RequestId, UserId},
+    error::EngineResult,
+    store::arbiter,
+};
 
 /// How long Redis stays suspect after the last sign of trouble: longer than a failover
 /// takes to be noticed and rebuilt (node timeout, election, identity check, rebuild).
@@ -52,8 +56,8 @@ impl CouponEngine {
     pub(super) async fn recheck_refusal(
         &self,
         template_id: Uuid,
-        request_id: &str,
-        user_id: &str,
+        request_id: &RequestId,
+        user_id: &UserId,
         refusal: crate::EngineError,
     ) -> EngineResult<ClaimReceipt> {
         if !self.redis_suspect() {

@@ -5,6 +5,8 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use redis::{FromRedisValue, Pipeline, RedisResult, Script, Value};
 use uuid::Uuid;
 
+use crate::domain::ids::{RequestId, UserId};
+
 use super::{
     keys::{TemplateKeys, coupon_lock},
     records::RecentClaim,
@@ -134,8 +136,8 @@ impl RedisStore {
     pub async fn claim(
         &self,
         template: Uuid,
-        request_id: &str,
-        user_id: &str,
+        request_id: &RequestId,
+        user_id: &UserId,
         limit: i32,
         coupon_id: Uuid,
         now_ms: i64,
@@ -149,11 +151,11 @@ impl RedisStore {
             .claim
             .key(&k.stock)
             .key(&k.claimed)
-            .key(k.req(request_id))
+            .key(k.req(request_id.as_str()))
             .key(&k.pending)
             .key(&k.epoch)
-            .arg(request_id)
-            .arg(user_id)
+            .arg(request_id.as_str())
+            .arg(user_id.as_str())
             .arg(limit)
             .arg(&*coupon)
             .arg(now_ms)
@@ -167,8 +169,8 @@ impl RedisStore {
     pub async fn release(
         &self,
         template: Uuid,
-        request_id: &str,
-        user_id: &str,
+        request_id: &RequestId,
+        user_id: &UserId,
         epoch: i64,
         coupon_id: Uuid,
     ) -> RedisResult<bool> {
@@ -180,9 +182,9 @@ impl RedisStore {
             .key(&k.claimed)
             .key(&k.pending)
             .key(&k.epoch)
-            .key(k.req(request_id))
-            .arg(request_id)
-            .arg(user_id)
+            .key(k.req(request_id.as_str()))
+            .arg(request_id.as_str())
+            .arg(user_id.as_str())
             .arg(epoch)
             .arg(coupon_id.to_string())
             .invoke_async(&mut self.conn.clone())
@@ -207,7 +209,7 @@ impl RedisStore {
     pub async fn remove_pending(
         &self,
         template: Uuid,
-        settled: &[(&str, Uuid)],
+        settled: &[(&RequestId, Uuid)],
     ) -> RedisResult<()> {
         if settled.is_empty() {
             return Ok(());
@@ -215,7 +217,7 @@ impl RedisStore {
         let pending = self.keys(template).pending;
         let mut inv = self.scripts.unpend.key(&pending);
         for (rid, coupon) in settled {
-            inv.arg(*rid).arg(coupon.to_string());
+            inv.arg(rid.as_str()).arg(coupon.to_string());
         }
         inv.invoke_async::<i64>(&mut self.conn.clone())
             .await
@@ -226,12 +228,12 @@ impl RedisStore {
     pub async fn forget_request(
         &self,
         template: Uuid,
-        request_id: &str,
+        request_id: &RequestId,
         coupon_id: Uuid,
     ) -> RedisResult<()> {
         self.scripts
             .forget
-            .key(self.keys(template).req(request_id))
+            .key(self.keys(template).req(request_id.as_str()))
             .arg(coupon_id.to_string())
             .invoke_async::<i64>(&mut self.conn.clone())
             .await
@@ -268,7 +270,7 @@ impl RedisStore {
         &self,
         template: Uuid,
         outbox_id: i64,
-        user_id: &str,
+        user_id: &UserId,
         epoch: i64,
     ) -> RedisResult<OutboxApply> {
         let k = self.keys(template);
@@ -280,7 +282,7 @@ impl RedisStore {
             .key(&k.epoch)
             .key(&k.applied)
             .arg(outbox_id)
-            .arg(user_id)
+            .arg(user_id.as_str())
             .arg(epoch)
             .invoke_async(&mut self.conn.clone())
             .await?;

@@ -20,6 +20,8 @@ use coupon_engine::{
 };
 use uuid::Uuid;
 
+use crate::{rid, uid};
+
 type R = anyhow::Result<()>;
 
 /// An engine on a cluster of its own. Fields drop in order: the environment cleans up its
@@ -86,7 +88,7 @@ impl OnCluster {
         let mut granted = 0;
         for i in 0..n {
             let user = format!("{prefix}{i}");
-            match self.env.engine.claim(t, &user, &user).await {
+            match self.env.engine.claim(t, &uid(&user), &rid(&user)).await {
                 Ok(_) => granted += 1,
                 Err(EngineError::StockEmpty) => {}
                 Err(unknown) if unknown.outcome_unknown() => {}

@@ -7,6 +7,7 @@ use std::{sync::Arc, thread::JoinHandle};
 use anyhow::Context;
 use coupon_engine::{
     CouponEngine, EngineConfig, NewTemplate, Persistence, RefundPolicy,
+    domain::ids::{RequestId, UserId},
     http::{AppState, serve},
     testkit::{Backends, TestEnv},
 };
@@ -128,7 +129,11 @@ async fn setup(
         ))
         .await?
         .id;
-    e.claim(sold_out, "bench-first", "bench-first").await?;
+    let first = (
+        UserId::parse("bench-first")?,
+        RequestId::parse("bench-first")?,
+    );
+    e.claim(sold_out, &first.0, &first.1).await?;
     let granting = e
         .create_template(NewTemplate::simple(
             "bench granting",

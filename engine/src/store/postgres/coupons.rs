@@ -7,7 +7,10 @@ use uuid::Uuid;
 
 use super::corrupt;
 use crate::{
-    domain::coupon::{Coupon, CouponStatus},
+    domain::{
+        coupon::{Coupon, CouponStatus},
+        ids::{RequestId, UserId},
+    },
     error::EngineResult,
     store::records::RecentClaim,
 };
@@ -42,13 +45,17 @@ pub async fn get_coupon(pool: &PgPool, id: Uuid) -> EngineResult<Option<Coupon>>
 }
 
 /// A user's coupons, newest first (at most `limit`).
-pub async fn user_coupons(pool: &PgPool, user_id: &str, limit: i64) -> EngineResult<Vec<Coupon>> {
+pub async fn user_coupons(
+    pool: &PgPool,
+    user_id: &UserId,
+    limit: i64,
+) -> EngineResult<Vec<Coupon>> {
     let sql = format!(
         "SELECT {COUPON_COLUMNS} FROM user_coupon WHERE user_id = $1 \
          ORDER BY claimed_at DESC, id LIMIT $2"
     );
     let rows = sqlx::query(AssertSqlSafe(sql))
-        .bind(user_id)
+        .bind(user_id.as_str())
         .bind(limit)
         .fetch_all(pool)
         .await?;
@@ -85,13 +92,13 @@ pub async fn expire_batch(pool: &PgPool, batch: i64) -> EngineResult<u64> {
 pub async fn claim_by_request(
     conn: &mut sqlx::PgConnection,
     template: Uuid,
-    request_id: &str,
+    request_id: &RequestId,
 ) -> EngineResult<Option<(Uuid, String)>> {
     Ok(sqlx::query_as(
         "SELECT id, user_id FROM user_coupon WHERE template_id = $1 AND claim_request_id = $2",
     )
     .bind(template)
-    .bind(request_id)
+    .bind(request_id.as_str())
     .fetch_optional(conn)
     .await?)
 }

@@ -9,6 +9,7 @@ use crate::{
     domain::{
         coupon::CouponStatus,
         discount::{Discount, DiscountKind},
+        ids::UserId,
     },
     error::{EngineError, EngineResult},
 };
@@ -18,7 +19,7 @@ use crate::{
 pub async fn mark_used(
     conn: impl PgExecutor<'_>,
     coupon: Uuid,
-    user_id: &str,
+    user_id: &UserId,
     order_id: &str,
     order_amount: i64,
 ) -> EngineResult<Option<Discount>> {
@@ -32,7 +33,7 @@ pub async fn mark_used(
                    t.min_order_amount, t.max_discount",
     )
     .bind(coupon)
-    .bind(user_id)
+    .bind(user_id.as_str())
     .bind(order_id)
     .bind(order_amount)
     .fetch_optional(conn)
@@ -96,7 +97,7 @@ pub async fn redeem_state(
 pub async fn restore_used(
     conn: impl PgExecutor<'_>,
     coupon: Uuid,
-    user_id: &str,
+    user_id: &UserId,
     order_id: &str,
 ) -> EngineResult<Option<(Uuid, CouponStatus)>> {
     let row = sqlx::query(
@@ -111,7 +112,7 @@ pub async fn restore_used(
          RETURNING c.template_id, c.status",
     )
     .bind(coupon)
-    .bind(user_id)
+    .bind(user_id.as_str())
     .bind(order_id)
     .fetch_optional(conn)
     .await?;

@@ -4,6 +4,8 @@
 use redis::{RedisError, RedisResult, Value};
 use uuid::Uuid;
 
+use crate::domain::ids::{RequestId, UserId};
+
 /// What the claim script decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimScript {
@@ -42,11 +44,11 @@ pub struct PendingIntent {
     /// The template claimed from.
     pub template_id: Uuid,
     /// The idempotency key.
-    pub request_id: String,
+    pub request_id: RequestId,
     /// The coupon id to write.
     pub coupon_id: Uuid,
     /// The claimant.
-    pub user_id: String,
+    pub user_id: UserId,
     /// Epoch of the Redis state that granted it.
     pub epoch: i64,
     /// Claim time, ms since the Unix epoch.
@@ -80,12 +82,12 @@ impl PendingIntent {
     pub fn decode(template_id: Uuid, request_id: String, value: &str) -> Option<Self> {
         let mut parts = value.split('|');
         let coupon_id = parts.next()?.parse().ok()?;
-        let user_id = parts.next()?.to_owned();
+        let user_id = UserId::trusted(parts.next()?.to_owned());
         let epoch = parts.next()?.parse().ok()?;
         let claimed_at_ms = parts.next()?.parse().ok()?;
         Some(Self {
             template_id,
-            request_id,
+            request_id: RequestId::trusted(request_id),
             coupon_id,
             user_id,
             epoch,
@@ -205,9 +207,9 @@ mod tests {
         assert_eq!(RequestRecord::decode("a|b|c|d"), None);
         let i = PendingIntent {
             template_id: Uuid::nil(),
-            request_id: "r".into(),
+            request_id: RequestId::parse("r").expect("valid"),
             coupon_id: Uuid::from_u128(9),
-            user_id: "u".into(),
+            user_id: UserId::parse("u").expect("valid"),
             epoch: 2,
             claimed_at_ms: 5,
         };

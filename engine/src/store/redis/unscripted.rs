@@ -8,7 +8,10 @@ use redis::RedisResult;
 use uuid::Uuid;
 
 use super::{PendingIntent, RedisStore, RequestRecord};
-use crate::store::keys::coupon_lock;
+use crate::{
+    domain::ids::{RequestId, UserId},
+    store::keys::coupon_lock,
+};
 
 impl RedisStore {
     /// The template's epoch, None if absent.
@@ -23,10 +26,10 @@ impl RedisStore {
     pub async fn request_record(
         &self,
         template: Uuid,
-        request_id: &str,
+        request_id: &RequestId,
     ) -> RedisResult<Option<String>> {
         redis::cmd("GET")
-            .arg(self.keys(template).req(request_id))
+            .arg(self.keys(template).req(request_id.as_str()))
             .query_async(&mut self.conn.clone())
             .await
     }
@@ -35,12 +38,12 @@ impl RedisStore {
     pub async fn record_request(
         &self,
         template: Uuid,
-        request_id: &str,
+        request_id: &RequestId,
         record: &RequestRecord<'_>,
         ttl_secs: u64,
     ) -> RedisResult<()> {
         redis::cmd("SET")
-            .arg(self.keys(template).req(request_id))
+            .arg(self.keys(template).req(request_id.as_str()))
             .arg(record.encode())
             .arg("EX")
             .arg(ttl_secs.max(1))
@@ -49,10 +52,10 @@ impl RedisStore {
     }
 
     /// True while the request's intent waits in the pending hash.
-    pub async fn is_pending(&self, template: Uuid, request_id: &str) -> RedisResult<bool> {
+    pub async fn is_pending(&self, template: Uuid, request_id: &RequestId) -> RedisResult<bool> {
         redis::cmd("HEXISTS")
             .arg(self.keys(template).pending)
-            .arg(request_id)
+            .arg(request_id.as_str())
             .query_async(&mut self.conn.clone())
             .await
     }
@@ -61,7 +64,7 @@ impl RedisStore {
     pub async fn put_pending(&self, intent: &PendingIntent) -> RedisResult<()> {
         redis::cmd("HSET")
             .arg(self.keys(intent.template_id).pending)
-            .arg(&intent.request_id)
+            .arg(intent.request_id.as_str())
             .arg(intent.encode())
             .query_async::<i64>(&mut self.conn.clone())
             .await
@@ -69,29 +72,29 @@ impl RedisStore {
     }
 
     /// Removes the request's intent from the pending hash, whoever's it is.
-    pub async fn drop_pending(&self, template: Uuid, request_id: &str) -> RedisResult<()> {
+    pub async fn drop_pending(&self, template: Uuid, request_id: &RequestId) -> RedisResult<()> {
         redis::cmd("HDEL")
             .arg(self.keys(template).pending)
-            .arg(request_id)
+            .arg(request_id.as_str())
             .query_async::<i64>(&mut self.conn.clone())
             .await
             .map(drop)
     }
 
     /// Coupons `user_id` holds against the limit, None if the user has none recorded.
-    pub async fn claimed_by(&self, template: Uuid, user_id: &str) -> RedisResult<Option<i64>> {
+    pub async fn claimed_by(&self, template: Uuid, user_id: &UserId) -> RedisResult<Option<i64>> {
         redis::cmd("HGET")
             .arg(self.keys(template).claimed)
-            .arg(user_id)
+            .arg(user_id.as_str())
             .query_async(&mut self.conn.clone())
             .await
     }
 
     /// Counts one more coupon against `user_id`'s limit.
-    pub async fn add_claimed(&self, template: Uuid, user_id: &str) -> RedisResult<()> {
+    pub async fn add_claimed(&self, template: Uuid, user_id: &UserId) -> RedisResult<()> {
         redis::cmd("HINCRBY")
             .arg(self.keys(template).claimed)
-            .arg(user_id)
+            .arg(user_id.as_str())
             .arg(1)
             .query_async::<i64>(&mut self.conn.clone())
             .await
