@@ -1,6 +1,7 @@
 //! Claimed coupons and their state machine (docs/ARCHITECTURE.md, "Coupon states and
 //! discounts").
 
+use super::ids::TemplateId;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -64,7 +65,7 @@ pub struct Coupon {
     /// Coupon id.
     pub id: Uuid,
     /// The template it was claimed from.
-    pub template_id: Uuid,
+    pub template_id: TemplateId,
     /// Its owner.
     pub user_id: String,
     /// Where it is in its life.

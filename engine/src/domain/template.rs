@@ -1,8 +1,8 @@
 //! Coupon templates: what can be claimed, how much of it, by whom and when.
 
+use super::ids::TemplateId;
 use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime};
-use uuid::Uuid;
 
 use super::discount::Discount;
 use crate::error::{EngineError, EngineResult};
@@ -184,7 +184,7 @@ impl NewTemplate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Template {
     /// Template id.
-    pub id: Uuid,
+    pub id: TemplateId,
     /// Everything given at creation.
     #[serde(flatten)]
     pub spec: NewTemplate,
@@ -272,7 +272,7 @@ mod tests {
     #[test]
     fn validity_counts_from_the_claim() {
         let t = Template {
-            id: Uuid::nil(),
+            id: uuid::Uuid::nil().into(),
             spec: NewTemplate::simple("t", 1, 1, RefundPolicy::ReturnToUser),
             status: TemplateStatus::Active,
         };

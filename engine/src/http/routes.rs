@@ -20,7 +20,7 @@ use super::{
 };
 use crate::{
     AuditReport, Coupon, NewTemplate, ReconcileReport, Template,
-    domain::ids::{RequestId, UserId},
+    domain::ids::{RequestId, TemplateId, UserId},
 };
 
 /// Shared response descriptions, so every operation words the same status the same way.
@@ -116,7 +116,7 @@ async fn create_template(
               (status = 400, body = ErrorBody, description = BAD_ID),
               (status = 404, body = ErrorBody, description = NOT_FOUND),
               (status = 503, body = ErrorBody, description = UNAVAILABLE)))]
-async fn get_template(State(s): State<AppState>, IdPath(id): IdPath) -> Response {
+async fn get_template(State(s): State<AppState>, IdPath(id): IdPath<TemplateId>) -> Response {
     timed(&s, "get_template", StatusCode::OK, async {
         let t = s.engine.template(id).await?;
         let remaining_stock = s.engine.remaining_stock(id).await?;
@@ -142,7 +142,7 @@ async fn get_template(State(s): State<AppState>, IdPath(id): IdPath) -> Response
     security(("user" = [])))]
 async fn claim(
     State(s): State<AppState>,
-    IdPath(id): IdPath,
+    IdPath(id): IdPath<TemplateId>,
     User(user): User,
     ApiJson(req): ApiJson<ClaimRequest>,
 ) -> Response {
@@ -151,7 +151,7 @@ async fn claim(
         let r = s.engine.claim(id, &user, &request_id).await?;
         Ok(ClaimResponse {
             coupon_id: r.coupon_id,
-            template_id: r.template_id,
+            template_id: r.template_id.into(),
             remaining_stock: r.remaining_stock,
         })
     })
@@ -273,7 +273,7 @@ struct AuditView {
               (status = 404, body = ErrorBody, description = NOT_FOUND),
               (status = 503, body = ErrorBody, description = UNAVAILABLE)),
     security(("admin" = [])))]
-async fn audit(State(s): State<AppState>, _: Admin, IdPath(id): IdPath) -> Response {
+async fn audit(State(s): State<AppState>, _: Admin, IdPath(id): IdPath<TemplateId>) -> Response {
     timed(&s, "audit", StatusCode::OK, async {
         let report = s.engine.audit(id).await?;
         Ok(AuditView {

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::{
     CouponEngine, EngineResult, Variant,
     domain::{
-        ids::{RequestId, UserId},
+        ids::{RequestId, TemplateId, UserId},
         template::Template,
     },
     service::ClaimReceipt,
@@ -22,7 +22,7 @@ use crate::{
 /// D7 and D5b: the whole claim, under a key of the mutant's making.
 pub(crate) async fn claim(
     e: &CouponEngine,
-    template_id: Uuid,
+    template_id: TemplateId,
     user_id: &UserId,
     request_id: &RequestId,
 ) -> Option<EngineResult<ClaimReceipt>> {
@@ -51,7 +51,7 @@ pub(crate) async fn claim(
 /// D1: GET stock and the user's count, then DECR/INCR in separate calls.
 pub(crate) async fn admit(
     e: &CouponEngine,
-    template_id: Uuid,
+    template_id: TemplateId,
     request_id: &RequestId,
     user_id: &UserId,
     limit: i32,
@@ -72,7 +72,7 @@ pub(crate) async fn admit(
 
 /// What D1 admits.
 struct Claim<'a> {
-    template_id: Uuid,
+    template_id: TemplateId,
     request_id: &'a RequestId,
     user_id: &'a UserId,
     limit: i32,

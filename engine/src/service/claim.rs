@@ -10,7 +10,7 @@ use super::CouponEngine;
 use crate::{
     config::Persistence,
     domain::{
-        ids::{RequestId, UserId},
+        ids::{RequestId, TemplateId, UserId},
         template::Template,
     },
     error::{EngineError, EngineResult},
@@ -34,7 +34,7 @@ pub struct ClaimReceipt {
     /// The coupon the user now holds.
     pub coupon_id: Uuid,
     /// The template claimed from.
-    pub template_id: Uuid,
+    pub template_id: TemplateId,
     /// Stock left right after this claim was granted.
     pub remaining_stock: i64,
     /// True when this answers a retry of an earlier successful request.
@@ -46,7 +46,7 @@ impl CouponEngine {
     /// a retry with the same id answers with the same coupon and has no second effect.
     pub async fn claim(
         &self,
-        template_id: Uuid,
+        template_id: TemplateId,
         user_id: &UserId,
         request_id: &RequestId,
     ) -> EngineResult<ClaimReceipt> {
@@ -60,7 +60,7 @@ impl CouponEngine {
     /// The claim past its mutant hook; mutants D7 and D5b run it under keys of their own.
     pub(crate) async fn claim_validated(
         &self,
-        template_id: Uuid,
+        template_id: TemplateId,
         user_id: &UserId,
         request_id: &RequestId,
     ) -> EngineResult<ClaimReceipt> {
@@ -135,7 +135,7 @@ impl CouponEngine {
     /// request id answers the retry.
     async fn admit(
         &self,
-        template_id: Uuid,
+        template_id: TemplateId,
         request_id: &RequestId,
         user_id: &UserId,
         limit: i32,
@@ -199,7 +199,7 @@ impl CouponEngine {
     /// refused, fenced or dropped by the reconciler since. None: admit it again.
     async fn replay_settled(
         &self,
-        template_id: Uuid,
+        template_id: TemplateId,
         request_id: &RequestId,
         user_id: &UserId,
         grant: &Grant,
@@ -298,7 +298,7 @@ impl CouponEngine {
 
     /// After Postgres refused what Redis admitted. The claim's answer does not depend on
     /// this repair, so a failure is logged, not returned.
-    async fn resync_after_refusal(&self, template_id: Uuid, epoch: i64) {
+    async fn resync_after_refusal(&self, template_id: TemplateId, epoch: i64) {
         // Debug: a stale Redis makes every claim in flight say this; the rebuild (once) warns.
         tracing::debug!(%template_id, epoch, "postgres refused a claim redis admitted; rebuilding redis");
         if let Err(e) = self.resync(template_id, Trigger::Disagrees(epoch)).await {
@@ -326,7 +326,12 @@ pub(super) fn replay_of(
     })
 }
 
-fn intent(template_id: Uuid, request_id: &RequestId, user_id: &UserId, g: &Grant) -> PendingIntent {
+fn intent(
+    template_id: TemplateId,
+    request_id: &RequestId,
+    user_id: &UserId,
+    g: &Grant,
+) -> PendingIntent {
     PendingIntent {
         template_id,
         request_id: request_id.clone(),

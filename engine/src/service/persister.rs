@@ -10,10 +10,10 @@ use std::{
 };
 
 use tokio::sync::{mpsc, oneshot};
-use uuid::Uuid;
 
 use super::{CouponEngine, Inner, rebuild::Trigger};
 use crate::{
+    domain::ids::TemplateId,
     error::EngineResult,
     store::{arbiter::Verdict, redis::PendingIntent},
 };
@@ -127,7 +127,7 @@ fn take(msg: Msg, batch: &mut Vec<PendingIntent>, waiters: &mut Vec<oneshot::Sen
 
 impl CouponEngine {
     async fn write_acknowledged(&self, batch: Vec<PendingIntent>) {
-        let mut by_template: HashMap<Uuid, Vec<PendingIntent>> = HashMap::new();
+        let mut by_template: HashMap<TemplateId, Vec<PendingIntent>> = HashMap::new();
         for i in batch {
             by_template.entry(i.template_id).or_default().push(i);
         }
@@ -141,7 +141,7 @@ impl CouponEngine {
 
     async fn write_template(
         &self,
-        template_id: Uuid,
+        template_id: TemplateId,
         intents: &[PendingIntent],
     ) -> EngineResult<()> {
         let template = self.template(template_id).await?;

@@ -4,10 +4,10 @@
 use std::{collections::HashMap, time::Duration};
 
 use serde::Serialize;
-use uuid::Uuid;
 
 use super::CouponEngine;
 use crate::{
+    domain::ids::TemplateId,
     error::EngineResult,
     service::rebuild::Trigger,
     store::{arbiter::Verdict, postgres, redis::PendingIntent},
@@ -39,7 +39,7 @@ pub struct ReconcileReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct TemplateDrift {
     /// The template.
-    pub template_id: Uuid,
+    pub template_id: TemplateId,
     /// Stock in Redis (None: not initialised).
     pub redis_stock: Option<i64>,
     /// total − counted − still-pending intents.
@@ -68,7 +68,7 @@ impl CouponEngine {
 
     async fn reconcile_template(
         &self,
-        template_id: Uuid,
+        template_id: TemplateId,
         opts: ReconcileOptions,
         report: &mut ReconcileReport,
     ) -> EngineResult<()> {

@@ -12,11 +12,10 @@ use std::{
 };
 
 use redis::RedisError;
-use uuid::Uuid;
 
 use super::{ClaimReceipt, CouponEngine};
 use crate::{
-    domain::ids::{RequestId, UserId},
+    domain::ids::{RequestId, TemplateId, UserId},
     error::EngineResult,
     store::arbiter,
 };
@@ -55,7 +54,7 @@ impl CouponEngine {
     /// Postgres if Redis is suspect and it holds one.
     pub(super) async fn recheck_refusal(
         &self,
-        template_id: Uuid,
+        template_id: TemplateId,
         request_id: &RequestId,
         user_id: &UserId,
         refusal: crate::EngineError,

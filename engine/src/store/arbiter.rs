@@ -17,7 +17,10 @@ use sqlx::{PgConnection, PgPool, Postgres, Row, pool::PoolConnection};
 use uuid::Uuid;
 
 use crate::{
-    domain::{ids::RequestId, template::Template},
+    domain::{
+        ids::{RequestId, TemplateId},
+        template::Template,
+    },
     error::{EngineError, EngineResult},
     store::{postgres::ms_to_time, redis::PendingIntent},
 };
@@ -116,7 +119,7 @@ pub async fn wait_durable(conn: &mut PgConnection) -> EngineResult<()> {
 /// (a refusal) costs no flush, which matters in a sold-out flood right after a failover.
 pub async fn durable_claim_by_request(
     pool: &PgPool,
-    template_id: Uuid,
+    template_id: TemplateId,
     request_id: &RequestId,
 ) -> EngineResult<Option<(Uuid, String)>> {
     let mut conn = pool.acquire().await?;

@@ -2,6 +2,7 @@
 //! hash tag `{T}`, so one script touches one cluster slot; every key starts with the engine's
 //! namespace.
 
+use crate::domain::ids::TemplateId;
 use uuid::Uuid;
 
 /// The keys of one template.
@@ -22,7 +23,7 @@ pub struct TemplateKeys {
 
 impl TemplateKeys {
     /// Keys of `template` under `namespace`.
-    pub fn new(namespace: &str, template: Uuid) -> Self {
+    pub fn new(namespace: &str, template: TemplateId) -> Self {
         let prefix = format!("{namespace}:coupon:{{{template}}}:");
         Self {
             stock: format!("{prefix}stock"),
@@ -58,7 +59,7 @@ mod tests {
     #[test]
     fn keys_share_the_hash_tag() {
         let t = Uuid::nil();
-        let k = TemplateKeys::new("ns", t);
+        let k = TemplateKeys::new("ns", t.into());
         assert_eq!(k.stock, format!("ns:coupon:{{{t}}}:stock"));
         assert_eq!(k.req("r1"), format!("ns:coupon:{{{t}}}:req:r1"));
         assert_eq!(coupon_lock("ns", t), format!("ns:lock:coupon:{{{t}}}"));

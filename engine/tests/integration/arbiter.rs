@@ -122,7 +122,7 @@ async fn batches_match_the_sequential_rule(arbitration: Arbitration) -> anyhow::
         // and then another (a request id reused after its record expired).
         let coupon = |rid: u64, other: bool| {
             let offset = u128::from(rid) * 2 + u128::from(other);
-            Uuid::from_u128(template.id.as_u128().wrapping_add(offset))
+            Uuid::from_u128(template.id.as_uuid().as_u128().wrapping_add(offset))
         };
         for _ in 0..5 {
             let n = 1 + rng.below(12) as usize;

@@ -61,7 +61,8 @@ async fn refusals_are_precise_and_change_nothing() -> R {
         Err(EngineError::StockEmpty)
     ));
     assert!(matches!(
-        e.claim(Uuid::new_v4(), &uid("bob"), &rid("b1")).await,
+        e.claim(Uuid::new_v4().into(), &uid("bob"), &rid("b1"))
+            .await,
         Err(EngineError::NotFound(_))
     ));
     // Another user reusing alice's request id gets neither her coupon nor a new one.

@@ -12,6 +12,8 @@ use coupon_engine::{
 use futures::future::join_all;
 use uuid::Uuid;
 
+use coupon_engine::domain::ids::TemplateId;
+
 use crate::{rid, uid};
 
 type R = anyhow::Result<()>;
@@ -20,7 +22,7 @@ async fn claimed(
     e: &CouponEngine,
     policy: RefundPolicy,
     user: &str,
-) -> anyhow::Result<(Uuid, Uuid)> {
+) -> anyhow::Result<(TemplateId, Uuid)> {
     let t = e
         .create_template(NewTemplate::simple("t", 10, 2, policy))
         .await?;

@@ -17,6 +17,8 @@ use coupon_engine::{
     },
 };
 
+use coupon_engine::domain::ids::TemplateId;
+
 use crate::{rid, uid};
 
 type R = anyhow::Result<()>;
@@ -107,7 +109,7 @@ async fn sell_through_a_stale_restart(
 }
 
 /// Redis stock, riding out the connection the restart broke.
-async fn stock(env: &TestEnv, t: uuid::Uuid) -> anyhow::Result<Option<i64>> {
+async fn stock(env: &TestEnv, t: TemplateId) -> anyhow::Result<Option<i64>> {
     let mut last = None;
     for _ in 0..20 {
         match env.engine.remaining_stock(t).await {

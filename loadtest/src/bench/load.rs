@@ -103,7 +103,7 @@ async fn claim_as(
     request_id: String,
 ) -> EngineResult<ClaimReceipt> {
     let (user, request_id) = (UserId::parse(user)?, RequestId::parse(request_id)?);
-    engine.claim(template, &user, &request_id).await
+    engine.claim(template.into(), &user, &request_id).await
 }
 
 /// POST /v1/templates/{id}/claims from `clients` tasks sharing one HTTP client.

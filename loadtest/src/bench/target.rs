@@ -146,5 +146,5 @@ async fn setup(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .context("binding 127.0.0.1:0")?;
-    Ok((env, listener, sold_out, granting))
+    Ok((env, listener, sold_out.as_uuid(), granting.as_uuid()))
 }

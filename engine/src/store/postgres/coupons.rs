@@ -9,7 +9,7 @@ use super::corrupt;
 use crate::{
     domain::{
         coupon::{Coupon, CouponStatus},
-        ids::{RequestId, UserId},
+        ids::{RequestId, TemplateId, UserId},
     },
     error::EngineResult,
     store::records::RecentClaim,
@@ -63,7 +63,7 @@ pub async fn user_coupons(
 }
 
 /// All coupons of a template (tests, audits of small templates).
-pub async fn template_coupons(pool: &PgPool, template: Uuid) -> EngineResult<Vec<Coupon>> {
+pub async fn template_coupons(pool: &PgPool, template: TemplateId) -> EngineResult<Vec<Coupon>> {
     let sql = format!(
         "SELECT {COUPON_COLUMNS} FROM user_coupon WHERE template_id = $1 ORDER BY claimed_at, id"
     );
@@ -91,7 +91,7 @@ pub async fn expire_batch(pool: &PgPool, batch: i64) -> EngineResult<u64> {
 /// The coupon id and owner stored for a claim request id, if any.
 pub async fn claim_by_request(
     conn: &mut sqlx::PgConnection,
-    template: Uuid,
+    template: TemplateId,
     request_id: &RequestId,
 ) -> EngineResult<Option<(Uuid, String)>> {
     Ok(sqlx::query_as(
@@ -106,7 +106,7 @@ pub async fn claim_by_request(
 /// Counts for a rebuild: coupons counting against stock per user.
 pub async fn counted_per_user(
     conn: &mut PgConnection,
-    template: Uuid,
+    template: TemplateId,
 ) -> EngineResult<Vec<(String, i64)>> {
     Ok(sqlx::query_as(
         "SELECT user_id, count(*) FROM user_coupon \
@@ -120,7 +120,7 @@ pub async fn counted_per_user(
 /// Claims of a template made within the last `window_ms` (for a rebuild to remember them).
 pub async fn recent_claims(
     conn: &mut PgConnection,
-    template: Uuid,
+    template: TemplateId,
     window_ms: i64,
 ) -> EngineResult<Vec<RecentClaim>> {
     Ok(sqlx::query_as(

@@ -4,10 +4,13 @@
 use sqlx::{PgConnection, Postgres, Transaction};
 use uuid::Uuid;
 
-use crate::{domain::ids::UserId, error::EngineResult};
+use crate::{
+    domain::ids::{TemplateId, UserId},
+    error::EngineResult,
+};
 
 /// Marks every unapplied outbox row of a template applied (a rebuild counted them).
-pub async fn settle_outbox(conn: &mut PgConnection, template: Uuid) -> EngineResult<u64> {
+pub async fn settle_outbox(conn: &mut PgConnection, template: TemplateId) -> EngineResult<u64> {
     Ok(sqlx::query(
         "UPDATE stock_outbox SET applied_at = now() WHERE template_id = $1 AND applied_at IS NULL",
     )
@@ -31,7 +34,7 @@ pub struct OutboxRow {
 /// Locks up to `limit` unapplied outbox rows of a template (skipping rows another relay holds).
 pub async fn lock_outbox(
     tx: &mut Transaction<'_, Postgres>,
-    template: Uuid,
+    template: TemplateId,
     limit: i64,
 ) -> EngineResult<Vec<OutboxRow>> {
     let rows: Vec<(i64, Uuid, String)> = sqlx::query_as(
@@ -70,7 +73,7 @@ pub async fn mark_outbox_applied(
 /// go back to Redis.
 pub async fn insert_return_stock(
     conn: &mut PgConnection,
-    template: Uuid,
+    template: TemplateId,
     coupon: Uuid,
     user_id: &UserId,
 ) -> EngineResult<()> {

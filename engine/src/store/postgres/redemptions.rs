@@ -9,7 +9,7 @@ use crate::{
     domain::{
         coupon::CouponStatus,
         discount::{Discount, DiscountKind},
-        ids::UserId,
+        ids::{TemplateId, UserId},
     },
     error::{EngineError, EngineResult},
 };
@@ -99,7 +99,7 @@ pub async fn restore_used(
     coupon: Uuid,
     user_id: &UserId,
     order_id: &str,
-) -> EngineResult<Option<(Uuid, CouponStatus)>> {
+) -> EngineResult<Option<(TemplateId, CouponStatus)>> {
     let row = sqlx::query(
         "UPDATE user_coupon c SET \
            status = CASE WHEN t.refund_policy = 'return_to_stock' THEN 'revoked' ELSE 'issued' END, \
@@ -119,7 +119,7 @@ pub async fn restore_used(
     let Some(row) = row else {
         return Ok(None);
     };
-    let template_id: Uuid = row.try_get("template_id")?;
+    let template_id: TemplateId = row.try_get("template_id")?;
     let status: String = row.try_get("status")?;
     let status = CouponStatus::parse(&status)
         .ok_or_else(|| EngineError::Unavailable("unknown coupon status".into()))?;

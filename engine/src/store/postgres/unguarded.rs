@@ -6,7 +6,10 @@
 use sqlx::postgres::PgExecutor;
 use uuid::Uuid;
 
-use crate::{domain::ids::UserId, error::EngineResult};
+use crate::{
+    domain::ids::{TemplateId, UserId},
+    error::EngineResult,
+};
 
 /// Which coupons a mutant's redeem UPDATE marks used. Neither checks the validity start nor
 /// the minimum order, as the engine's does.
@@ -54,7 +57,7 @@ pub async fn restore_to_user(
     coupon: Uuid,
     user_id: &UserId,
     order_id: &str,
-) -> EngineResult<Option<Uuid>> {
+) -> EngineResult<Option<TemplateId>> {
     Ok(sqlx::query_scalar(
         "UPDATE user_coupon SET status = 'issued', order_id = NULL, used_at = NULL \
          WHERE id = $1 AND status = 'used' AND user_id = $2 AND order_id = $3 RETURNING template_id",

@@ -4,7 +4,7 @@
 use redis::{RedisError, RedisResult, Value};
 use uuid::Uuid;
 
-use crate::domain::ids::{RequestId, UserId};
+use crate::domain::ids::{RequestId, TemplateId, UserId};
 
 /// What the claim script decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +42,7 @@ pub struct Grant {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingIntent {
     /// The template claimed from.
-    pub template_id: Uuid,
+    pub template_id: TemplateId,
     /// The idempotency key.
     pub request_id: RequestId,
     /// The coupon id to write.
@@ -79,7 +79,7 @@ impl PendingIntent {
     }
 
     /// Reads an intent back from its pending-hash field and value.
-    pub fn decode(template_id: Uuid, request_id: String, value: &str) -> Option<Self> {
+    pub fn decode(template_id: TemplateId, request_id: String, value: &str) -> Option<Self> {
         let mut parts = value.split('|');
         let coupon_id = parts.next()?.parse().ok()?;
         let user_id = UserId::trusted(parts.next()?.to_owned());
@@ -206,7 +206,7 @@ mod tests {
         assert_eq!(RequestRecord::decode(&r.encode()), Some(r));
         assert_eq!(RequestRecord::decode("a|b|c|d"), None);
         let i = PendingIntent {
-            template_id: Uuid::nil(),
+            template_id: Uuid::nil().into(),
             request_id: RequestId::parse("r").expect("valid"),
             coupon_id: Uuid::from_u128(9),
             user_id: UserId::parse("u").expect("valid"),
@@ -214,7 +214,7 @@ mod tests {
             claimed_at_ms: 5,
         };
         assert_eq!(
-            PendingIntent::decode(Uuid::nil(), "r".into(), &i.encode()),
+            PendingIntent::decode(Uuid::nil().into(), "r".into(), &i.encode()),
             Some(i)
         );
     }
