@@ -14,8 +14,7 @@ use uuid::Uuid;
 
 use crate::{
     CouponEngine,
-    domain::ids::TemplateId,
-    domain::template::Template,
+    domain::{ids::TemplateId, template::Template},
     error::EngineResult,
     invariant::{Finding, Invariant},
     service::pending_per_user,

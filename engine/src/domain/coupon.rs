@@ -1,10 +1,11 @@
 //! Claimed coupons and their state machine (docs/ARCHITECTURE.md, "Coupon states and
 //! discounts").
 
-use super::ids::TemplateId;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use uuid::Uuid;
+
+use super::ids::TemplateId;
 
 /// The status of one claimed coupon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -1,10 +1,9 @@
 //! Coupon templates: what can be claimed, how much of it, by whom and when.
 
-use super::ids::TemplateId;
 use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime};
 
-use super::discount::Discount;
+use super::{discount::Discount, ids::TemplateId};
 use crate::error::{EngineError, EngineResult};
 
 /// What a refund does with the coupon (docs/ARCHITECTURE.md, "Redeem and refund"). Never

@@ -1,8 +1,9 @@
 //! Mutants of the rebuild (service/rebuild.rs): D6 rebuilds from the total stock, D6b counts
 //! without fencing late writers.
 
-use crate::domain::ids::TemplateId;
-use crate::{CouponEngine, EngineResult, Variant, service::Rebuilt, store::postgres};
+use crate::{
+    CouponEngine, EngineResult, Variant, domain::ids::TemplateId, service::Rebuilt, store::postgres,
+};
 
 /// D6 and D6b: the broken rebuilds.
 pub(crate) async fn rebuild(

@@ -2,8 +2,7 @@
 //! template epoch (docs/ARCHITECTURE.md, "Rebuild and fencing").
 
 use super::CouponEngine;
-use crate::domain::ids::TemplateId;
-use crate::{error::EngineResult, failpoint::Failpoint, store::postgres};
+use crate::{domain::ids::TemplateId, error::EngineResult, failpoint::Failpoint, store::postgres};
 
 /// What a rebuild call did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,8 +2,9 @@
 //! hash tag `{T}`, so one script touches one cluster slot; every key starts with the engine's
 //! namespace.
 
-use crate::domain::ids::TemplateId;
 use uuid::Uuid;
+
+use crate::domain::ids::TemplateId;
 
 /// The keys of one template.
 #[derive(Debug, Clone)]

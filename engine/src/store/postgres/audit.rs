@@ -5,8 +5,7 @@
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::domain::ids::TemplateId;
-use crate::error::EngineResult;
+use crate::{domain::ids::TemplateId, error::EngineResult};
 
 /// Coupons counting against stock, per user (unordered).
 pub async fn audit_counted_per_user(

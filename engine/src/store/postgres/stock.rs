@@ -3,8 +3,10 @@
 
 use sqlx::PgConnection;
 
-use crate::domain::ids::TemplateId;
-use crate::error::{EngineError, EngineResult};
+use crate::{
+    domain::ids::TemplateId,
+    error::{EngineError, EngineResult},
+};
 
 /// Takes the template's advisory lock for this transaction: shared for writers that must
 /// not cross a rebuild (persist, outbox relay), exclusive for the rebuild itself.

@@ -6,9 +6,9 @@ use sqlx::{AssertSqlSafe, PgPool, Row, postgres::PgRow};
 
 use super::corrupt;
 use crate::{
-    domain::ids::TemplateId,
     domain::{
         discount::{Discount, DiscountKind},
+        ids::TemplateId,
         template::{NewTemplate, RefundPolicy, Template, TemplateStatus},
     },
     error::EngineResult,
