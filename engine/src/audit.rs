@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::{
     CouponEngine,
-    domain::template::Template,
+    domain::{ids::TemplateId, template::Template},
     error::EngineResult,
     invariant::{Finding, Invariant},
     service::pending_per_user,
@@ -28,7 +28,7 @@ use crate::{
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AuditReport {
     /// The template audited.
-    pub template_id: Uuid,
+    pub template_id: TemplateId,
     /// Its total stock.
     pub total_stock: i64,
     /// Redis stock (None: keys absent, e.g. after a Redis restart; rebuilt on next claim).
@@ -67,7 +67,7 @@ const LIST_LIMIT: i64 = 20;
 
 impl CouponEngine {
     /// Audits one template against I1–I5.
-    pub async fn audit(&self, template_id: Uuid) -> EngineResult<AuditReport> {
+    pub async fn audit(&self, template_id: TemplateId) -> EngineResult<AuditReport> {
         let template = self.template(template_id).await?;
         let pg = self.pool();
         let snap = self.redis().snapshot(template_id).await?;

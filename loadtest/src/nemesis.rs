@@ -15,11 +15,11 @@ use std::{
 use clap::ValueEnum;
 use coupon_engine::{
     CouponEngine,
+    domain::ids::TemplateId,
     testkit::{local::LocalRedis, redis_cluster::LocalCluster},
 };
 use serde::{Deserialize, Serialize};
 use tokio::{sync::Mutex, task::JoinHandle};
-use uuid::Uuid;
 
 /// The faults a run can inject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -63,7 +63,7 @@ pub(crate) struct Target {
     /// The run's own Redis.
     pub redis: OwnRedis,
     /// The hot template.
-    pub template: Uuid,
+    pub template: TemplateId,
     /// Its stock.
     pub total_stock: i64,
 }

@@ -50,7 +50,7 @@ fn start_nemesis(
         nemesis::Target {
             engine: server.engine().clone(),
             redis,
-            template: hot.id,
+            template: hot.id.into(),
             total_stock: hot.total_stock,
         },
         run_for,

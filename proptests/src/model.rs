@@ -12,7 +12,7 @@ use std::{
     fmt,
 };
 
-use coupon_engine::domain::ids::{validate_order_id, validate_request_id, validate_user_id};
+use coupon_engine::domain::ids::{RequestId, UserId, validate_order_id};
 
 use crate::op::{CouponRef, Op, OpResult, Policy, Refusal, TemplateSpec};
 
@@ -175,7 +175,8 @@ impl State {
     }
 
     fn claim(&self, template: u32, user: &str, request_id: &str) -> Decision {
-        valid(validate_user_id(user).and(validate_request_id(request_id)))?;
+        valid(UserId::parse(user))?;
+        valid(RequestId::parse(request_id))?;
         let t = self.templates.get(&template).ok_or(Refusal::NotFound)?;
         let effect = t.claim(user, request_id)?;
         let coupon = CouponRef {
@@ -186,7 +187,8 @@ impl State {
     }
 
     fn redeem(&self, coupon: &CouponRef, user: &str, order: &str) -> Decision {
-        valid(validate_user_id(user).and(validate_order_id(order)))?;
+        valid(UserId::parse(user))?;
+        valid(validate_order_id(order))?;
         let t = self
             .templates
             .get(&coupon.template)
@@ -198,7 +200,8 @@ impl State {
     }
 
     fn refund(&self, coupon: &CouponRef, user: &str, order: &str) -> Decision {
-        valid(validate_user_id(user).and(validate_order_id(order)))?;
+        valid(UserId::parse(user))?;
+        valid(validate_order_id(order))?;
         let t = self
             .templates
             .get(&coupon.template)
@@ -214,8 +217,8 @@ impl State {
 type Decision = Result<(OpResult, Effect), Refusal>;
 
 /// Input validation fails before anything else, with no effect.
-fn valid<E>(checked: Result<(), E>) -> Result<(), Refusal> {
-    checked.map_err(|_| Refusal::InvalidRequest)
+fn valid<T, E>(checked: Result<T, E>) -> Result<(), Refusal> {
+    checked.map(drop).map_err(|_| Refusal::InvalidRequest)
 }
 
 impl TemplateState {

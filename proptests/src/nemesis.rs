@@ -6,6 +6,7 @@ use std::{sync::Arc, time::Duration};
 
 use coupon_engine::{
     CouponEngine,
+    domain::ids::TemplateId,
     failpoint::{FailAction, Failpoint},
     testkit::{
         ProvisionError,
@@ -24,7 +25,7 @@ pub struct Target {
     /// The engine under test.
     pub engine: CouponEngine,
     /// Template ids by scenario index.
-    pub templates: Vec<Uuid>,
+    pub templates: Vec<TemplateId>,
     /// The case's own Redis (present whenever the schedule has faults and no failover).
     pub redis: Option<Arc<Mutex<LocalRedis>>>,
     /// The case's own cluster (present whenever the schedule has a failover).
@@ -216,8 +217,11 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
     })
 }
 
-fn template_id(t: &Target, index: u32) -> Uuid {
-    t.templates.get(index as usize).copied().unwrap_or_default()
+fn template_id(t: &Target, index: u32) -> TemplateId {
+    t.templates
+        .get(index as usize)
+        .copied()
+        .unwrap_or_else(|| Uuid::nil().into())
 }
 
 /// Runs a blocking operation on the case's own Redis or cluster off the async workers.

@@ -11,6 +11,7 @@ use std::{
 use coupon_engine::{
     CouponEngine, EngineConfig, EngineError, Finding, Invariant, NewTemplate, Persistence,
     ReconcileOptions, RefundPolicy, Variant,
+    domain::ids::{RequestId, TemplateId, UserId},
     testkit::{
         Backends, TestEnv,
         local::{LocalPostgres, LocalRedis, RedisPersistence},
@@ -261,7 +262,7 @@ struct CouponMap {
 
 struct Ctx {
     engine: CouponEngine,
-    templates: Vec<Uuid>,
+    templates: Vec<TemplateId>,
     recorder: Recorder,
     pids: Arc<ProcessIds>,
     coupons: Arc<Mutex<CouponMap>>,
@@ -332,8 +333,11 @@ impl Ctx {
                     .templates
                     .get(*template as usize)
                     .copied()
-                    .unwrap_or_default();
-                let r = self.engine.claim(t, user, request_id).await?;
+                    .unwrap_or_else(|| Uuid::nil().into());
+                let r = self
+                    .engine
+                    .claim(t, &UserId::parse(user)?, &RequestId::parse(request_id)?)
+                    .await?;
                 let reference = CouponRef {
                     template: *template,
                     request_id: request_id.clone(),
@@ -353,11 +357,13 @@ impl Ctx {
                 Ok(OpResult::Claimed { coupon })
             }
             Op::Redeem { user, order_id, .. } => {
-                self.engine.redeem(id, user, order_id, 10_000).await?;
+                let user = UserId::parse(user)?;
+                self.engine.redeem(id, &user, order_id, 10_000).await?;
                 Ok(OpResult::Redeemed)
             }
             Op::Refund { user, order_id, .. } => {
-                self.engine.refund(id, user, order_id).await?;
+                let user = UserId::parse(user)?;
+                self.engine.refund(id, &user, order_id).await?;
                 Ok(OpResult::Refunded)
             }
         }
@@ -365,7 +371,10 @@ impl Ctx {
 }
 
 /// The final coupons of `templates` as the ack checker sees them (template = scenario index).
-pub async fn final_state(engine: &CouponEngine, templates: &[Uuid]) -> anyhow::Result<FinalState> {
+pub async fn final_state(
+    engine: &CouponEngine,
+    templates: &[TemplateId],
+) -> anyhow::Result<FinalState> {
     let rows = sqlx::query(
         "SELECT c.template_id, c.claim_request_id, c.user_id, c.status, c.order_id, \
                 COALESCE(array_agg(l.order_id) FILTER (WHERE l.id IS NOT NULL), '{}') AS live \
@@ -377,7 +386,7 @@ pub async fn final_state(engine: &CouponEngine, templates: &[Uuid]) -> anyhow::R
     .await?;
     let mut coupons = Vec::with_capacity(rows.len());
     for r in rows {
-        let template_id: Uuid = r.try_get("template_id")?;
+        let template_id: TemplateId = r.try_get("template_id")?;
         let status: String = r.try_get("status")?;
         let order: Option<String> = r.try_get("order_id")?;
         coupons.push(FinalCoupon {

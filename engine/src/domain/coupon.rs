@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use super::ids::TemplateId;
+
 /// The status of one claimed coupon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -64,7 +66,7 @@ pub struct Coupon {
     /// Coupon id.
     pub id: Uuid,
     /// The template it was claimed from.
-    pub template_id: Uuid,
+    pub template_id: TemplateId,
     /// Its owner.
     pub user_id: String,
     /// Where it is in its life.

@@ -2,9 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime};
-use uuid::Uuid;
 
-use super::discount::Discount;
+use super::{discount::Discount, ids::TemplateId};
 use crate::error::{EngineError, EngineResult};
 
 /// What a refund does with the coupon (docs/ARCHITECTURE.md, "Redeem and refund"). Never
@@ -184,7 +183,7 @@ impl NewTemplate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Template {
     /// Template id.
-    pub id: Uuid,
+    pub id: TemplateId,
     /// Everything given at creation.
     #[serde(flatten)]
     pub spec: NewTemplate,
@@ -272,7 +271,7 @@ mod tests {
     #[test]
     fn validity_counts_from_the_claim() {
         let t = Template {
-            id: Uuid::nil(),
+            id: uuid::Uuid::nil().into(),
             spec: NewTemplate::simple("t", 1, 1, RefundPolicy::ReturnToUser),
             status: TemplateStatus::Active,
         };

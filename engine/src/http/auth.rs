@@ -12,7 +12,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::{AppState, error::ApiError};
-use crate::domain::ids::validate_user_id;
+use crate::domain::ids::UserId;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -52,13 +52,13 @@ pub fn user_token_until(secret: &[u8], user_id: &str, expires_at: i64) -> String
 }
 
 /// Checks a user token at `now` (Unix seconds); returns the user id it names.
-pub fn verify_user_token(secret: &[u8], token: &str, now: i64) -> Result<String, TokenError> {
+pub fn verify_user_token(secret: &[u8], token: &str, now: i64) -> Result<UserId, TokenError> {
     let (message, sig) = token.rsplit_once('.').ok_or(TokenError::Invalid)?;
     let (user, expiry) = match message.split_once('.') {
         Some((user, expiry)) => (user, Some(expiry)),
         None => (message, None),
     };
-    validate_user_id(user).map_err(|_| TokenError::Invalid)?;
+    let user_id = UserId::parse(user).map_err(|_| TokenError::Invalid)?;
     // Only canonical decimal: a second spelling of the same expiry would be a second token.
     let expires_at = match expiry {
         Some(e) if e.bytes().all(|b| b.is_ascii_digit()) && !e.starts_with('0') => {
@@ -75,7 +75,7 @@ pub fn verify_user_token(secret: &[u8], token: &str, now: i64) -> Result<String,
     if expires_at.is_some_and(|at| at <= now) {
         return Err(TokenError::Expired);
     }
-    Ok(user.to_owned())
+    Ok(user_id)
 }
 
 /// Now, in Unix seconds.
@@ -113,13 +113,13 @@ impl FromRequestParts<AppState> for Admin {
 }
 
 /// The user a user token names.
-fn user_of(state: &AppState, token: &str) -> Result<String, ApiError> {
+fn user_of(state: &AppState, token: &str) -> Result<UserId, ApiError> {
     verify_user_token(&state.user_secret, token, unix_now())
         .map_err(|e| ApiError::unauthorized(&e.to_string()))
 }
 
 /// An authenticated user.
-pub struct User(pub String);
+pub struct User(pub UserId);
 
 impl FromRequestParts<AppState> for User {
     type Rejection = ApiError;
@@ -136,7 +136,7 @@ pub enum Redeemer {
     /// The order service, acting for the user the request names.
     Service,
     /// A shopper with a user token (servers without a service token only).
-    User(String),
+    User(UserId),
 }
 
 impl FromRequestParts<AppState> for Redeemer {
@@ -165,7 +165,10 @@ mod tests {
     #[test]
     fn tokens_verify_only_with_the_right_secret_and_user() {
         let t = user_token(b"k", "alice");
-        assert_eq!(verify_user_token(b"k", &t, 0).as_deref(), Ok("alice"));
+        assert_eq!(
+            verify_user_token(b"k", &t, 0).as_ref().map(UserId::as_str),
+            Ok("alice")
+        );
         assert_eq!(verify_user_token(b"other", &t, 0), Err(TokenError::Invalid));
         let forged = t.replacen("alice", "bob", 1);
         assert_eq!(
@@ -185,7 +188,12 @@ mod tests {
     #[test]
     fn an_expiry_is_covered_by_the_mac_and_enforced() {
         let t = user_token_until(b"k", "alice", 1_000);
-        assert_eq!(verify_user_token(b"k", &t, 999).as_deref(), Ok("alice"));
+        assert_eq!(
+            verify_user_token(b"k", &t, 999)
+                .as_ref()
+                .map(UserId::as_str),
+            Ok("alice")
+        );
         assert_eq!(verify_user_token(b"k", &t, 1_000), Err(TokenError::Expired));
         // Moving the expiry breaks the MAC, so it is invalid, never "expired" or valid.
         let later = t.replacen(".1000.", ".9000.", 1);

@@ -7,7 +7,7 @@ use axum::{
 };
 use serde::Serialize;
 
-use crate::EngineError;
+use crate::{EngineError, domain::ids::IdError};
 
 /// An error answered to a client.
 #[derive(Debug)]
@@ -118,6 +118,12 @@ impl From<EngineError> for ApiError {
             code: e.code(),
             message,
         }
+    }
+}
+
+impl From<IdError> for ApiError {
+    fn from(e: IdError) -> Self {
+        EngineError::from(e).into()
     }
 }
 

@@ -90,8 +90,9 @@ fn integral_floats_to_ints(v: &mut Value) -> bool {
     }
 }
 
-/// A UUID path parameter in its canonical hyphenated form; anything else is 400.
-pub struct IdPath(pub Uuid);
+/// A UUID path parameter in its canonical hyphenated form, as the id type `T` the route
+/// names (a template's or a coupon's); anything else is 400.
+pub struct IdPath<T = Uuid>(pub T);
 
 /// How [`IdPath`] is described in the OpenAPI document.
 #[derive(IntoParams)]
@@ -109,7 +110,7 @@ pub struct IdParam {
 /// Length of a hyphenated UUID.
 const HYPHENATED_LEN: usize = 36;
 
-impl<S: Send + Sync> FromRequestParts<S> for IdPath {
+impl<S: Send + Sync, T: From<Uuid>> FromRequestParts<S> for IdPath<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
@@ -119,10 +120,10 @@ impl<S: Send + Sync> FromRequestParts<S> for IdPath {
                 .map_err(|e| ApiError::bad_request(e.body_text()))?;
         // `Uuid` also parses the simple, braced and URN forms; the description promises only
         // the hyphenated one, so the others are refused rather than silently accepted.
-        raw.parse()
+        raw.parse::<Uuid>()
             .ok()
             .filter(|_| raw.len() == HYPHENATED_LEN)
-            .map(Self)
+            .map(|id| Self(id.into()))
             .ok_or_else(|| {
                 ApiError::bad_request(format!("{raw:?} is not a valid id (hyphenated UUID)"))
             })

@@ -19,7 +19,8 @@ use super::{
     extract::{ApiJson, IdParam, IdPath},
 };
 use crate::{
-    AuditReport, Coupon, NewTemplate, ReconcileReport, Template, domain::ids::validate_user_id,
+    AuditReport, Coupon, NewTemplate, ReconcileReport, Template,
+    domain::ids::{RequestId, TemplateId, UserId},
 };
 
 /// Shared response descriptions, so every operation words the same status the same way.
@@ -115,7 +116,7 @@ async fn create_template(
               (status = 400, body = ErrorBody, description = BAD_ID),
               (status = 404, body = ErrorBody, description = NOT_FOUND),
               (status = 503, body = ErrorBody, description = UNAVAILABLE)))]
-async fn get_template(State(s): State<AppState>, IdPath(id): IdPath) -> Response {
+async fn get_template(State(s): State<AppState>, IdPath(id): IdPath<TemplateId>) -> Response {
     timed(&s, "get_template", StatusCode::OK, async {
         let t = s.engine.template(id).await?;
         let remaining_stock = s.engine.remaining_stock(id).await?;
@@ -141,15 +142,16 @@ async fn get_template(State(s): State<AppState>, IdPath(id): IdPath) -> Response
     security(("user" = [])))]
 async fn claim(
     State(s): State<AppState>,
-    IdPath(id): IdPath,
+    IdPath(id): IdPath<TemplateId>,
     User(user): User,
     ApiJson(req): ApiJson<ClaimRequest>,
 ) -> Response {
     timed(&s, "claim", StatusCode::CREATED, async {
-        let r = s.engine.claim(id, &user, &req.request_id).await?;
+        let request_id = RequestId::parse(req.request_id)?;
+        let r = s.engine.claim(id, &user, &request_id).await?;
         Ok(ClaimResponse {
             coupon_id: r.coupon_id,
-            template_id: r.template_id,
+            template_id: r.template_id.into(),
             remaining_stock: r.remaining_stock,
         })
     })
@@ -186,16 +188,13 @@ async fn redeem(
 ) -> Response {
     timed(&s, "redeem", StatusCode::OK, async {
         let user = match (caller, req.user_id) {
-            (Redeemer::Service, Some(named)) => {
-                validate_user_id(&named)?;
-                named
-            }
+            (Redeemer::Service, Some(named)) => UserId::parse(named)?,
             (Redeemer::Service, None) => {
                 return Err(ApiError::bad_request(
                     "user_id is required with the service token: the user whose order this is",
                 ));
             }
-            (Redeemer::User(user), Some(named)) if named != user => {
+            (Redeemer::User(user), Some(named)) if named != user.as_str() => {
                 return Err(ApiError::not_owner(
                     "user_id names another user than the token's",
                 ));
@@ -274,7 +273,7 @@ struct AuditView {
               (status = 404, body = ErrorBody, description = NOT_FOUND),
               (status = 503, body = ErrorBody, description = UNAVAILABLE)),
     security(("admin" = [])))]
-async fn audit(State(s): State<AppState>, _: Admin, IdPath(id): IdPath) -> Response {
+async fn audit(State(s): State<AppState>, _: Admin, IdPath(id): IdPath<TemplateId>) -> Response {
     timed(&s, "audit", StatusCode::OK, async {
         let report = s.engine.audit(id).await?;
         Ok(AuditView {
@@ -313,16 +312,16 @@ async fn mint_token(
     ApiJson(req): ApiJson<TokenRequest>,
 ) -> Response {
     timed(&s, "user_token", StatusCode::OK, async {
-        validate_user_id(&req.user_id)?;
+        let user = UserId::parse(req.user_id)?;
         match req.ttl_secs {
             None => Ok(TokenResponse {
-                token: user_token(&s.user_secret, &req.user_id),
+                token: user_token(&s.user_secret, user.as_str()),
                 expires_at: None,
             }),
             Some(ttl) if (1..=MAX_TOKEN_TTL_SECS).contains(&ttl) => {
                 let expires_at = unix_now() + ttl;
                 Ok(TokenResponse {
-                    token: user_token_until(&s.user_secret, &req.user_id, expires_at),
+                    token: user_token_until(&s.user_secret, user.as_str(), expires_at),
                     expires_at: Some(expires_at),
                 })
             }

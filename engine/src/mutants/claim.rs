@@ -8,7 +8,10 @@ use uuid::Uuid;
 
 use crate::{
     CouponEngine, EngineResult, Variant,
-    domain::template::Template,
+    domain::{
+        ids::{RequestId, TemplateId, UserId},
+        template::Template,
+    },
     service::ClaimReceipt,
     store::{
         arbiter::Verdict,
@@ -19,21 +22,23 @@ use crate::{
 /// D7 and D5b: the whole claim, under a key of the mutant's making.
 pub(crate) async fn claim(
     e: &CouponEngine,
-    template_id: Uuid,
-    user_id: &str,
-    request_id: &str,
+    template_id: TemplateId,
+    user_id: &UserId,
+    request_id: &RequestId,
 ) -> Option<EngineResult<ClaimReceipt>> {
     match e.config().variant {
         // D7: every call is unique, so a retry is a new claim.
         Variant::D7 => {
+            // Not parsed: the suffix may take the key past what a client may send.
             let key = format!("{request_id}-{}", &Uuid::new_v4().simple().to_string()[..8]);
+            let key = RequestId::trusted(key);
             Some(e.claim_validated(template_id, user_id, &key).await)
         }
         // D5b: a claim whose outcome is unknown is retried under a fresh key.
         Variant::D5b => Some(
             match e.claim_validated(template_id, user_id, request_id).await {
                 Err(err) if err.outcome_unknown() => {
-                    let retry = format!("{request_id}-retry");
+                    let retry = RequestId::trusted(format!("{request_id}-retry"));
                     e.claim_validated(template_id, user_id, &retry).await
                 }
                 other => other,
@@ -46,9 +51,9 @@ pub(crate) async fn claim(
 /// D1: GET stock and the user's count, then DECR/INCR in separate calls.
 pub(crate) async fn admit(
     e: &CouponEngine,
-    template_id: Uuid,
-    request_id: &str,
-    user_id: &str,
+    template_id: TemplateId,
+    request_id: &RequestId,
+    user_id: &UserId,
     limit: i32,
     now_ms: i64,
 ) -> Option<EngineResult<ClaimScript>> {
@@ -67,9 +72,9 @@ pub(crate) async fn admit(
 
 /// What D1 admits.
 struct Claim<'a> {
-    template_id: Uuid,
-    request_id: &'a str,
-    user_id: &'a str,
+    template_id: TemplateId,
+    request_id: &'a RequestId,
+    user_id: &'a UserId,
     limit: i32,
     now_ms: i64,
 }
@@ -86,7 +91,7 @@ async fn check_then_decrement(e: &CouponEngine, c: &Claim<'_>) -> EngineResult<C
     if let Some(prior) = r.request_record(t, c.request_id).await?
         && let Some(prior) = RequestRecord::decode(&prior)
     {
-        if prior.user_id != c.user_id {
+        if prior.user_id != c.user_id.as_str() {
             return Ok(ClaimScript::RequestConflict);
         }
         return Ok(ClaimScript::Granted(Grant {
@@ -109,16 +114,16 @@ async fn check_then_decrement(e: &CouponEngine, c: &Claim<'_>) -> EngineResult<C
     let coupon_id = Uuid::new_v4();
     r.put_pending(&PendingIntent {
         template_id: t,
-        request_id: c.request_id.to_owned(),
+        request_id: c.request_id.clone(),
         coupon_id,
-        user_id: c.user_id.to_owned(),
+        user_id: c.user_id.clone(),
         epoch,
         claimed_at_ms: c.now_ms,
     })
     .await?;
     let record = RequestRecord {
         coupon_id,
-        user_id: c.user_id,
+        user_id: c.user_id.as_str(),
         remaining,
         epoch,
         at_ms: c.now_ms,

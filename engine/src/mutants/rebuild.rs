@@ -1,12 +1,15 @@
 //! Mutants of the rebuild (service/rebuild.rs): D6 rebuilds from the total stock, D6b counts
 //! without fencing late writers.
 
-use uuid::Uuid;
-
-use crate::{CouponEngine, EngineResult, Variant, service::Rebuilt, store::postgres};
+use crate::{
+    CouponEngine, EngineResult, Variant, domain::ids::TemplateId, service::Rebuilt, store::postgres,
+};
 
 /// D6 and D6b: the broken rebuilds.
-pub(crate) async fn rebuild(e: &CouponEngine, template_id: Uuid) -> Option<EngineResult<Rebuilt>> {
+pub(crate) async fn rebuild(
+    e: &CouponEngine,
+    template_id: TemplateId,
+) -> Option<EngineResult<Rebuilt>> {
     match e.config().variant {
         Variant::D6 => Some(rebuild_from_total(e, template_id).await),
         Variant::D6b => Some(rebuild_unfenced(e, template_id).await),
@@ -19,7 +22,7 @@ pub(crate) async fn rebuild(e: &CouponEngine, template_id: Uuid) -> Option<Engin
 async fn remember_requests(
     e: &CouponEngine,
     conn: &mut sqlx::PgConnection,
-    template_id: Uuid,
+    template_id: TemplateId,
     epoch: i64,
 ) -> EngineResult<()> {
     let window = e.config().idempotency_ttl.as_millis() as i64;
@@ -31,7 +34,7 @@ async fn remember_requests(
     Ok(())
 }
 
-async fn rebuild_from_total(e: &CouponEngine, template_id: Uuid) -> EngineResult<Rebuilt> {
+async fn rebuild_from_total(e: &CouponEngine, template_id: TemplateId) -> EngineResult<Rebuilt> {
     let t = e.template(template_id).await?;
     let mut conn = e.pool().acquire().await?;
     let epoch = postgres::epoch(&mut conn, template_id).await?;
@@ -42,7 +45,7 @@ async fn rebuild_from_total(e: &CouponEngine, template_id: Uuid) -> EngineResult
     Ok(Rebuilt::Epoch(epoch))
 }
 
-async fn rebuild_unfenced(e: &CouponEngine, template_id: Uuid) -> EngineResult<Rebuilt> {
+async fn rebuild_unfenced(e: &CouponEngine, template_id: TemplateId) -> EngineResult<Rebuilt> {
     let t = e.template(template_id).await?;
     let mut conn = e.pool().acquire().await?;
     // Counts without the exclusive lock and without bumping the epoch: a claim deducted in

@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use crate::{
     CouponEngine, EngineError, EngineResult, Variant,
+    domain::ids::UserId,
     failpoint::Failpoint,
     service::Redemption,
     store::postgres::{self, OnConflict, UsableIf, UseRecord},
@@ -15,7 +16,7 @@ use crate::{
 pub(crate) async fn redeem(
     e: &CouponEngine,
     coupon_id: Uuid,
-    user_id: &str,
+    user_id: &UserId,
     order_id: &str,
     order_amount: i64,
 ) -> Option<EngineResult<Redemption>> {
@@ -35,7 +36,7 @@ pub(crate) async fn redeem(
 /// What is redeemed.
 struct Redeem<'a> {
     coupon_id: Uuid,
-    user_id: &'a str,
+    user_id: &'a UserId,
     order_id: &'a str,
     order_amount: i64,
 }

@@ -4,7 +4,7 @@ use uuid::Uuid;
 
 use crate::{
     CouponEngine, CouponStatus, EngineError, EngineResult, RefundPolicy, Variant,
-    service::RefundReceipt, store::postgres,
+    domain::ids::UserId, service::RefundReceipt, store::postgres,
 };
 
 /// D4: the coupon goes back to the user AND, under `return_to_stock`, its stock is
@@ -12,7 +12,7 @@ use crate::{
 pub(crate) async fn refund(
     e: &CouponEngine,
     coupon_id: Uuid,
-    user_id: &str,
+    user_id: &UserId,
     order_id: &str,
 ) -> Option<EngineResult<RefundReceipt>> {
     if e.config().variant != Variant::D4 {
@@ -24,7 +24,7 @@ pub(crate) async fn refund(
 async fn refund_both(
     e: &CouponEngine,
     coupon_id: Uuid,
-    user_id: &str,
+    user_id: &UserId,
     order_id: &str,
 ) -> EngineResult<RefundReceipt> {
     // Each statement autocommits: there is no transaction to keep them together.

@@ -24,7 +24,10 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::{
-    domain::template::Template,
+    domain::{
+        ids::{RequestId, TemplateId},
+        template::Template,
+    },
     error::{EngineError, EngineResult},
     store::{
         arbiter::{self, Arbitration, Verdict},
@@ -113,7 +116,7 @@ pub(super) struct Batcher {
     redis: RedisStore,
     limits: BatchLimits,
     variant: Variant,
-    queues: Mutex<HashMap<Uuid, mpsc::Sender<Job>>>,
+    queues: Mutex<HashMap<TemplateId, mpsc::Sender<Job>>>,
     stats: Arc<BatchStats>,
 }
 
@@ -178,7 +181,7 @@ impl Batcher {
         ))
     }
 
-    fn queue(&self, template: Uuid) -> mpsc::Sender<Job> {
+    fn queue(&self, template: TemplateId) -> mpsc::Sender<Job> {
         let mut queues = self
             .queues
             .lock()
@@ -350,12 +353,12 @@ impl Settle {
         replies: Vec<oneshot::Sender<EngineResult<Verdict>>>,
         verdicts: Vec<Verdict>,
     ) {
-        let stored: Vec<(&str, Uuid)> = self
+        let stored: Vec<(&RequestId, Uuid)> = self
             .intents
             .iter()
             .zip(&verdicts)
             .filter(|(_, v)| **v == Verdict::Stored)
-            .map(|(i, _)| (i.request_id.as_str(), i.coupon_id))
+            .map(|(i, _)| (&i.request_id, i.coupon_id))
             .collect();
         for (reply, verdict) in replies.into_iter().zip(verdicts.iter().cloned()) {
             let _ = reply.send(Ok(verdict));

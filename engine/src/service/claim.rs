@@ -10,7 +10,7 @@ use super::CouponEngine;
 use crate::{
     config::Persistence,
     domain::{
-        ids::{validate_request_id, validate_user_id},
+        ids::{RequestId, TemplateId, UserId},
         template::Template,
     },
     error::{EngineError, EngineResult},
@@ -34,7 +34,7 @@ pub struct ClaimReceipt {
     /// The coupon the user now holds.
     pub coupon_id: Uuid,
     /// The template claimed from.
-    pub template_id: Uuid,
+    pub template_id: TemplateId,
     /// Stock left right after this claim was granted.
     pub remaining_stock: i64,
     /// True when this answers a retry of an earlier successful request.
@@ -46,12 +46,10 @@ impl CouponEngine {
     /// a retry with the same id answers with the same coupon and has no second effect.
     pub async fn claim(
         &self,
-        template_id: Uuid,
-        user_id: &str,
-        request_id: &str,
+        template_id: TemplateId,
+        user_id: &UserId,
+        request_id: &RequestId,
     ) -> EngineResult<ClaimReceipt> {
-        validate_user_id(user_id)?;
-        validate_request_id(request_id)?;
         #[cfg(feature = "mutants")]
         if let Some(r) = crate::mutants::claim(self, template_id, user_id, request_id).await {
             return r;
@@ -59,12 +57,12 @@ impl CouponEngine {
         self.claim_validated(template_id, user_id, request_id).await
     }
 
-    /// The claim once its ids are valid; mutants D7 and D5b run it under keys of their own.
+    /// The claim past its mutant hook; mutants D7 and D5b run it under keys of their own.
     pub(crate) async fn claim_validated(
         &self,
-        template_id: Uuid,
-        user_id: &str,
-        request_id: &str,
+        template_id: TemplateId,
+        user_id: &UserId,
+        request_id: &RequestId,
     ) -> EngineResult<ClaimReceipt> {
         let template = self.template(template_id).await?;
         template.check_claimable(Self::now())?;
@@ -137,9 +135,9 @@ impl CouponEngine {
     /// request id answers the retry.
     async fn admit(
         &self,
-        template_id: Uuid,
-        request_id: &str,
-        user_id: &str,
+        template_id: TemplateId,
+        request_id: &RequestId,
+        user_id: &UserId,
         limit: i32,
         now_ms: i64,
     ) -> EngineResult<ClaimScript> {
@@ -201,9 +199,9 @@ impl CouponEngine {
     /// refused, fenced or dropped by the reconciler since. None: admit it again.
     async fn replay_settled(
         &self,
-        template_id: Uuid,
-        request_id: &str,
-        user_id: &str,
+        template_id: TemplateId,
+        request_id: &RequestId,
+        user_id: &UserId,
         grant: &Grant,
         receipt: ClaimReceipt,
     ) -> EngineResult<Option<ClaimReceipt>> {
@@ -225,8 +223,8 @@ impl CouponEngine {
     async fn settle(
         &self,
         template: &Template,
-        request_id: &str,
-        user_id: &str,
+        request_id: &RequestId,
+        user_id: &UserId,
         grant: &Grant,
         receipt: ClaimReceipt,
         verdict: Verdict,
@@ -300,7 +298,7 @@ impl CouponEngine {
 
     /// After Postgres refused what Redis admitted. The claim's answer does not depend on
     /// this repair, so a failure is logged, not returned.
-    async fn resync_after_refusal(&self, template_id: Uuid, epoch: i64) {
+    async fn resync_after_refusal(&self, template_id: TemplateId, epoch: i64) {
         // Debug: a stale Redis makes every claim in flight say this; the rebuild (once) warns.
         tracing::debug!(%template_id, epoch, "postgres refused a claim redis admitted; rebuilding redis");
         if let Err(e) = self.resync(template_id, Trigger::Disagrees(epoch)).await {
@@ -314,9 +312,9 @@ pub(super) fn replay_of(
     receipt: ClaimReceipt,
     coupon_id: Uuid,
     owner: &str,
-    user_id: &str,
+    user_id: &UserId,
 ) -> EngineResult<ClaimReceipt> {
-    if owner != user_id {
+    if owner != user_id.as_str() {
         return Err(EngineError::invalid(
             "request_id was already used by another user",
         ));
@@ -328,12 +326,17 @@ pub(super) fn replay_of(
     })
 }
 
-fn intent(template_id: Uuid, request_id: &str, user_id: &str, g: &Grant) -> PendingIntent {
+fn intent(
+    template_id: TemplateId,
+    request_id: &RequestId,
+    user_id: &UserId,
+    g: &Grant,
+) -> PendingIntent {
     PendingIntent {
         template_id,
-        request_id: request_id.to_owned(),
+        request_id: request_id.clone(),
         coupon_id: g.coupon_id,
-        user_id: user_id.to_owned(),
+        user_id: user_id.clone(),
         epoch: g.epoch,
         claimed_at_ms: g.claimed_at_ms,
     }

@@ -39,7 +39,7 @@ use crate::{
     config::{EngineConfig, Persistence},
     domain::{
         coupon::Coupon,
-        ids::validate_user_id,
+        ids::{TemplateId, UserId},
         template::{NewTemplate, Template, TemplateStatus},
     },
     error::{EngineError, EngineResult},
@@ -65,7 +65,7 @@ struct Inner {
     pg: PgPool,
     redis: RedisStore,
     config: EngineConfig,
-    templates: RwLock<HashMap<Uuid, (Instant, Arc<Template>)>>,
+    templates: RwLock<HashMap<TemplateId, (Instant, Arc<Template>)>>,
     persister: Option<persister::Handle>,
     batcher: batcher::Batcher,
     shutdown: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -177,7 +177,7 @@ impl CouponEngine {
     /// Creates a template in Postgres and initialises its Redis keys.
     pub async fn create_template(&self, spec: NewTemplate) -> EngineResult<Template> {
         spec.validate()?;
-        let id = Uuid::now_v7();
+        let id = TemplateId::new_v7();
         let template = postgres::insert_template(&self.inner.pg, id, &spec).await?;
         self.remember(template.clone());
         // Initialisation is a rebuild from zero coupons: one code path, fenced like any other.
@@ -186,7 +186,7 @@ impl CouponEngine {
     }
 
     /// Loads a template (from a short-lived in-process cache on the hot path).
-    pub async fn template(&self, id: Uuid) -> EngineResult<Arc<Template>> {
+    pub async fn template(&self, id: TemplateId) -> EngineResult<Arc<Template>> {
         if let Ok(cache) = self.inner.templates.read()
             && let Some((at, t)) = cache.get(&id)
             && at.elapsed() < TEMPLATE_CACHE_TTL
@@ -230,12 +230,16 @@ impl CouponEngine {
     }
 
     /// Remaining stock in Redis (None if the keys are absent).
-    pub async fn remaining_stock(&self, template: Uuid) -> EngineResult<Option<i64>> {
+    pub async fn remaining_stock(&self, template: TemplateId) -> EngineResult<Option<i64>> {
         Ok(self.inner.redis.stock(template).await?)
     }
 
     /// Pauses, resumes or ends claims on a template.
-    pub async fn set_template_status(&self, id: Uuid, status: TemplateStatus) -> EngineResult<()> {
+    pub async fn set_template_status(
+        &self,
+        id: TemplateId,
+        status: TemplateStatus,
+    ) -> EngineResult<()> {
         if !postgres::set_template_status(&self.inner.pg, id, status).await? {
             return Err(EngineError::NotFound("template"));
         }
@@ -246,8 +250,7 @@ impl CouponEngine {
     }
 
     /// A user's coupons, newest first (at most 1,000).
-    pub async fn user_coupons(&self, user_id: &str) -> EngineResult<Vec<Coupon>> {
-        validate_user_id(user_id)?;
+    pub async fn user_coupons(&self, user_id: &UserId) -> EngineResult<Vec<Coupon>> {
         postgres::user_coupons(&self.inner.pg, user_id, 1000).await
     }
 

@@ -1,9 +1,8 @@
 //! The stock outbox relay: applies committed `return_to_stock` refunds to Redis exactly once.
 
-use uuid::Uuid;
-
 use super::CouponEngine;
 use crate::{
+    domain::ids::TemplateId,
     error::EngineResult,
     store::{postgres, redis::OutboxApply},
 };
@@ -17,7 +16,7 @@ impl CouponEngine {
     /// Runs under the template's shared advisory lock with the epoch read inside it, so a
     /// rebuild (exclusive lock) either sees the rows applied or settles them itself; the
     /// Redis applied-set makes a replay after a lost COMMIT harmless.
-    pub async fn relay_outbox(&self, template_id: Uuid) -> EngineResult<usize> {
+    pub async fn relay_outbox(&self, template_id: TemplateId) -> EngineResult<usize> {
         let mut applied = 0;
         loop {
             let mut tx = self.inner.pg.begin().await?;

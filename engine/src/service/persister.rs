@@ -10,10 +10,10 @@ use std::{
 };
 
 use tokio::sync::{mpsc, oneshot};
-use uuid::Uuid;
 
 use super::{CouponEngine, Inner, rebuild::Trigger};
 use crate::{
+    domain::ids::TemplateId,
     error::EngineResult,
     store::{arbiter::Verdict, redis::PendingIntent},
 };
@@ -127,7 +127,7 @@ fn take(msg: Msg, batch: &mut Vec<PendingIntent>, waiters: &mut Vec<oneshot::Sen
 
 impl CouponEngine {
     async fn write_acknowledged(&self, batch: Vec<PendingIntent>) {
-        let mut by_template: HashMap<Uuid, Vec<PendingIntent>> = HashMap::new();
+        let mut by_template: HashMap<TemplateId, Vec<PendingIntent>> = HashMap::new();
         for i in batch {
             by_template.entry(i.template_id).or_default().push(i);
         }
@@ -141,7 +141,7 @@ impl CouponEngine {
 
     async fn write_template(
         &self,
-        template_id: Uuid,
+        template_id: TemplateId,
         intents: &[PendingIntent],
     ) -> EngineResult<()> {
         let template = self.template(template_id).await?;
@@ -150,7 +150,7 @@ impl CouponEngine {
         let mut refused_epoch = None;
         for (intent, verdict) in intents.iter().zip(&verdicts) {
             match verdict {
-                Verdict::Stored => done.push((intent.request_id.as_str(), intent.coupon_id)),
+                Verdict::Stored => done.push((&intent.request_id, intent.coupon_id)),
                 Verdict::Duplicate { .. } => {
                     self.inner.redis.release_intent(intent).await?;
                 }
@@ -163,7 +163,7 @@ impl CouponEngine {
                     self.inner.acks_refused.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(%template_id, request_id = %intent.request_id, ?verdict,
                         "acknowledged async claim refused by postgres: the acknowledgement is lost");
-                    done.push((intent.request_id.as_str(), intent.coupon_id));
+                    done.push((&intent.request_id, intent.coupon_id));
                     refused_epoch = Some(intent.epoch);
                 }
             }

@@ -1,10 +1,8 @@
 //! Rebuild of a template's Redis state from Postgres, fenced against late writers by the
 //! template epoch (docs/ARCHITECTURE.md, "Rebuild and fencing").
 
-use uuid::Uuid;
-
 use super::CouponEngine;
-use crate::{error::EngineResult, failpoint::Failpoint, store::postgres};
+use crate::{domain::ids::TemplateId, error::EngineResult, failpoint::Failpoint, store::postgres};
 
 /// What a rebuild call did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +27,7 @@ pub enum Trigger {
 
 impl CouponEngine {
     /// Rebuilds the template's Redis keys from Postgres if they are absent.
-    pub async fn rebuild(&self, template_id: Uuid) -> EngineResult<Rebuilt> {
+    pub async fn rebuild(&self, template_id: TemplateId) -> EngineResult<Rebuilt> {
         self.resync(template_id, Trigger::Missing).await
     }
 
@@ -41,7 +39,7 @@ impl CouponEngine {
     /// meanwhile — counts coupons against stock and per user, settles unapplied outbox rows
     /// (the count already excludes revoked coupons) and writes Redis, all before commit. A
     /// claim admitted under an older epoch is fenced when its batch is decided.
-    pub async fn resync(&self, template_id: Uuid, trigger: Trigger) -> EngineResult<Rebuilt> {
+    pub async fn resync(&self, template_id: TemplateId, trigger: Trigger) -> EngineResult<Rebuilt> {
         #[cfg(feature = "mutants")]
         if let Some(r) = crate::mutants::rebuild(self, template_id).await {
             return r;

@@ -4,10 +4,10 @@
 use std::{collections::HashMap, time::Duration};
 
 use serde::Serialize;
-use uuid::Uuid;
 
 use super::CouponEngine;
 use crate::{
+    domain::ids::TemplateId,
     error::EngineResult,
     service::rebuild::Trigger,
     store::{arbiter::Verdict, postgres, redis::PendingIntent},
@@ -39,7 +39,7 @@ pub struct ReconcileReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct TemplateDrift {
     /// The template.
-    pub template_id: Uuid,
+    pub template_id: TemplateId,
     /// Stock in Redis (None: not initialised).
     pub redis_stock: Option<i64>,
     /// total − counted − still-pending intents.
@@ -68,7 +68,7 @@ impl CouponEngine {
 
     async fn reconcile_template(
         &self,
-        template_id: Uuid,
+        template_id: TemplateId,
         opts: ReconcileOptions,
         report: &mut ReconcileReport,
     ) -> EngineResult<()> {
@@ -101,7 +101,7 @@ impl CouponEngine {
                 match verdict {
                     Verdict::Stored => {
                         report.pending_persisted += 1;
-                        done.push((intent.request_id.as_str(), intent.coupon_id));
+                        done.push((&intent.request_id, intent.coupon_id));
                     }
                     Verdict::Duplicate { .. } => {
                         self.inner.redis.release_intent(intent).await?;
@@ -112,7 +112,7 @@ impl CouponEngine {
                     | Verdict::StockEmpty
                     | Verdict::UserLimit => {
                         report.pending_dropped += 1;
-                        done.push((intent.request_id.as_str(), intent.coupon_id));
+                        done.push((&intent.request_id, intent.coupon_id));
                         if verdict != &Verdict::Fenced {
                             disagrees = Some(intent.epoch);
                         }
@@ -143,7 +143,7 @@ impl CouponEngine {
 pub(crate) fn pending_per_user(intents: &[&PendingIntent]) -> HashMap<String, i64> {
     let mut m = HashMap::new();
     for i in intents {
-        *m.entry(i.user_id.clone()).or_insert(0) += 1;
+        *m.entry(i.user_id.as_str().to_owned()).or_insert(0) += 1;
     }
     m
 }

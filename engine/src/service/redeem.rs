@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::CouponEngine;
 use crate::{
-    domain::ids::{validate_order_id, validate_user_id},
+    domain::ids::{UserId, validate_order_id},
     error::{EngineError, EngineResult},
     failpoint::Failpoint,
     store::postgres::{self, OnConflict, UseRecord},
@@ -33,11 +33,10 @@ impl CouponEngine {
     pub async fn redeem(
         &self,
         coupon_id: Uuid,
-        user_id: &str,
+        user_id: &UserId,
         order_id: &str,
         order_amount: i64,
     ) -> EngineResult<Redemption> {
-        validate_user_id(user_id)?;
         validate_order_id(order_id)?;
         if order_amount < 0 {
             return Err(EngineError::invalid("order_amount must be >= 0"));
@@ -64,7 +63,7 @@ impl CouponEngine {
     async fn redeem_locked(
         &self,
         coupon_id: Uuid,
-        user_id: &str,
+        user_id: &UserId,
         order_id: &str,
         order_amount: i64,
     ) -> EngineResult<Redemption> {
@@ -111,7 +110,7 @@ impl CouponEngine {
     async fn redeem_once(
         &self,
         coupon_id: Uuid,
-        user_id: &str,
+        user_id: &UserId,
         order_id: &str,
         order_amount: i64,
     ) -> EngineResult<Redemption> {
@@ -131,7 +130,7 @@ impl CouponEngine {
     async fn redeem_attempt(
         &self,
         coupon_id: Uuid,
-        user_id: &str,
+        user_id: &UserId,
         order_id: &str,
         order_amount: i64,
     ) -> EngineResult<Option<Redemption>> {
@@ -178,14 +177,14 @@ impl CouponEngine {
     async fn diagnose_redeem(
         &self,
         coupon_id: Uuid,
-        user_id: &str,
+        user_id: &UserId,
         order_id: &str,
         order_amount: i64,
     ) -> EngineResult<Option<Redemption>> {
         let state = postgres::redeem_state(&self.inner.pg, coupon_id, order_id)
             .await?
             .ok_or(EngineError::NotFound("coupon"))?;
-        if state.user_id != user_id {
+        if state.user_id != user_id.as_str() {
             return Err(EngineError::NotOwner);
         }
         let status = state.status.as_str();

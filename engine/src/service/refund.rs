@@ -9,7 +9,7 @@ use super::CouponEngine;
 use crate::{
     domain::{
         coupon::CouponStatus,
-        ids::{validate_order_id, validate_user_id},
+        ids::{UserId, validate_order_id},
     },
     error::{EngineError, EngineResult},
     failpoint::Failpoint,
@@ -32,10 +32,9 @@ impl CouponEngine {
     pub async fn refund(
         &self,
         coupon_id: Uuid,
-        user_id: &str,
+        user_id: &UserId,
         order_id: &str,
     ) -> EngineResult<RefundReceipt> {
-        validate_user_id(user_id)?;
         validate_order_id(order_id)?;
         #[cfg(feature = "mutants")]
         if let Some(r) = crate::mutants::refund(self, coupon_id, user_id, order_id).await {
@@ -52,7 +51,7 @@ impl CouponEngine {
     async fn refund_once(
         &self,
         coupon_id: Uuid,
-        user_id: &str,
+        user_id: &UserId,
         order_id: &str,
     ) -> EngineResult<RefundReceipt> {
         let mut tx = self.inner.pg.begin().await?;
@@ -93,13 +92,13 @@ impl CouponEngine {
     async fn diagnose_refund(
         &self,
         coupon_id: Uuid,
-        user_id: &str,
+        user_id: &UserId,
         order_id: &str,
     ) -> EngineResult<RefundReceipt> {
         let state = postgres::refund_state(&self.inner.pg, coupon_id, order_id)
             .await?
             .ok_or(EngineError::NotFound("coupon"))?;
-        if state.user_id != user_id {
+        if state.user_id != user_id.as_str() {
             return Err(EngineError::NotOwner);
         }
         let status = CouponStatus::parse(&state.status)

@@ -12,10 +12,13 @@ use std::{
 };
 
 use redis::RedisError;
-use uuid::Uuid;
 
 use super::{ClaimReceipt, CouponEngine};
-use crate::{error::EngineResult, store::arbiter};
+use crate::{
+    domain::ids::{RequestId, TemplateId, UserId},
+    error::EngineResult,
+    store::arbiter,
+};
 
 /// How long Redis stays suspect after the last sign of trouble: longer than a failover
 /// takes to be noticed and rebuilt (node timeout, election, identity check, rebuild).
@@ -51,9 +54,9 @@ impl CouponEngine {
     /// Postgres if Redis is suspect and it holds one.
     pub(super) async fn recheck_refusal(
         &self,
-        template_id: Uuid,
-        request_id: &str,
-        user_id: &str,
+        template_id: TemplateId,
+        request_id: &RequestId,
+        user_id: &UserId,
         refusal: crate::EngineError,
     ) -> EngineResult<ClaimReceipt> {
         if !self.redis_suspect() {

@@ -17,7 +17,10 @@ use sqlx::{PgConnection, PgPool, Postgres, Row, pool::PoolConnection};
 use uuid::Uuid;
 
 use crate::{
-    domain::template::Template,
+    domain::{
+        ids::{RequestId, TemplateId},
+        template::Template,
+    },
     error::{EngineError, EngineResult},
     store::{postgres::ms_to_time, redis::PendingIntent},
 };
@@ -116,8 +119,8 @@ pub async fn wait_durable(conn: &mut PgConnection) -> EngineResult<()> {
 /// (a refusal) costs no flush, which matters in a sold-out flood right after a failover.
 pub async fn durable_claim_by_request(
     pool: &PgPool,
-    template_id: Uuid,
-    request_id: &str,
+    template_id: TemplateId,
+    request_id: &RequestId,
 ) -> EngineResult<Option<(Uuid, String)>> {
     let mut conn = pool.acquire().await?;
     let stored = super::postgres::claim_by_request(&mut conn, template_id, request_id).await?;

@@ -4,6 +4,8 @@
 
 use uuid::Uuid;
 
+use crate::domain::ids::TemplateId;
+
 /// The keys of one template.
 #[derive(Debug, Clone)]
 pub struct TemplateKeys {
@@ -22,7 +24,7 @@ pub struct TemplateKeys {
 
 impl TemplateKeys {
     /// Keys of `template` under `namespace`.
-    pub fn new(namespace: &str, template: Uuid) -> Self {
+    pub fn new(namespace: &str, template: TemplateId) -> Self {
         let prefix = format!("{namespace}:coupon:{{{template}}}:");
         Self {
             stock: format!("{prefix}stock"),
@@ -58,7 +60,7 @@ mod tests {
     #[test]
     fn keys_share_the_hash_tag() {
         let t = Uuid::nil();
-        let k = TemplateKeys::new("ns", t);
+        let k = TemplateKeys::new("ns", t.into());
         assert_eq!(k.stock, format!("ns:coupon:{{{t}}}:stock"));
         assert_eq!(k.req("r1"), format!("ns:coupon:{{{t}}}:req:r1"));
         assert_eq!(coupon_lock("ns", t), format!("ns:lock:coupon:{{{t}}}"));

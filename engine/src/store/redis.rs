@@ -5,6 +5,8 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use redis::{FromRedisValue, Pipeline, RedisResult, Script, Value};
 use uuid::Uuid;
 
+use crate::domain::ids::{RequestId, TemplateId, UserId};
+
 use super::{
     keys::{TemplateKeys, coupon_lock},
     records::RecentClaim,
@@ -112,7 +114,7 @@ impl RedisStore {
     }
 
     /// The keys of `template`.
-    pub fn keys(&self, template: Uuid) -> TemplateKeys {
+    pub fn keys(&self, template: TemplateId) -> TemplateKeys {
         TemplateKeys::new(&self.namespace, template)
     }
 
@@ -133,9 +135,9 @@ impl RedisStore {
     #[allow(clippy::too_many_arguments)]
     pub async fn claim(
         &self,
-        template: Uuid,
-        request_id: &str,
-        user_id: &str,
+        template: TemplateId,
+        request_id: &RequestId,
+        user_id: &UserId,
         limit: i32,
         coupon_id: Uuid,
         now_ms: i64,
@@ -149,11 +151,11 @@ impl RedisStore {
             .claim
             .key(&k.stock)
             .key(&k.claimed)
-            .key(k.req(request_id))
+            .key(k.req(request_id.as_str()))
             .key(&k.pending)
             .key(&k.epoch)
-            .arg(request_id)
-            .arg(user_id)
+            .arg(request_id.as_str())
+            .arg(user_id.as_str())
             .arg(limit)
             .arg(&*coupon)
             .arg(now_ms)
@@ -166,9 +168,9 @@ impl RedisStore {
     /// Gives back the stock and quota of a claim that will never be persisted.
     pub async fn release(
         &self,
-        template: Uuid,
-        request_id: &str,
-        user_id: &str,
+        template: TemplateId,
+        request_id: &RequestId,
+        user_id: &UserId,
         epoch: i64,
         coupon_id: Uuid,
     ) -> RedisResult<bool> {
@@ -180,9 +182,9 @@ impl RedisStore {
             .key(&k.claimed)
             .key(&k.pending)
             .key(&k.epoch)
-            .key(k.req(request_id))
-            .arg(request_id)
-            .arg(user_id)
+            .key(k.req(request_id.as_str()))
+            .arg(request_id.as_str())
+            .arg(user_id.as_str())
             .arg(epoch)
             .arg(coupon_id.to_string())
             .invoke_async(&mut self.conn.clone())
@@ -206,8 +208,8 @@ impl RedisStore {
     /// if the pending intent is still that coupon's.
     pub async fn remove_pending(
         &self,
-        template: Uuid,
-        settled: &[(&str, Uuid)],
+        template: TemplateId,
+        settled: &[(&RequestId, Uuid)],
     ) -> RedisResult<()> {
         if settled.is_empty() {
             return Ok(());
@@ -215,7 +217,7 @@ impl RedisStore {
         let pending = self.keys(template).pending;
         let mut inv = self.scripts.unpend.key(&pending);
         for (rid, coupon) in settled {
-            inv.arg(*rid).arg(coupon.to_string());
+            inv.arg(rid.as_str()).arg(coupon.to_string());
         }
         inv.invoke_async::<i64>(&mut self.conn.clone())
             .await
@@ -225,13 +227,13 @@ impl RedisStore {
     /// Forgets the recorded outcome of a claim request if it is still `coupon_id`'s.
     pub async fn forget_request(
         &self,
-        template: Uuid,
-        request_id: &str,
+        template: TemplateId,
+        request_id: &RequestId,
         coupon_id: Uuid,
     ) -> RedisResult<()> {
         self.scripts
             .forget
-            .key(self.keys(template).req(request_id))
+            .key(self.keys(template).req(request_id.as_str()))
             .arg(coupon_id.to_string())
             .invoke_async::<i64>(&mut self.conn.clone())
             .await
@@ -266,9 +268,9 @@ impl RedisStore {
     /// Applies one outbox row (stock and quota back) exactly once within `epoch`.
     pub async fn apply_outbox(
         &self,
-        template: Uuid,
+        template: TemplateId,
         outbox_id: i64,
-        user_id: &str,
+        user_id: &UserId,
         epoch: i64,
     ) -> RedisResult<OutboxApply> {
         let k = self.keys(template);
@@ -280,7 +282,7 @@ impl RedisStore {
             .key(&k.epoch)
             .key(&k.applied)
             .arg(outbox_id)
-            .arg(user_id)
+            .arg(user_id.as_str())
             .arg(epoch)
             .invoke_async(&mut self.conn.clone())
             .await?;
@@ -295,7 +297,7 @@ impl RedisStore {
     /// Replaces the template's claim state with counts from Postgres, under `epoch`.
     pub async fn rebuild(
         &self,
-        template: Uuid,
+        template: TemplateId,
         stock: i64,
         epoch: i64,
         claimed: &[(String, i64)],
@@ -317,7 +319,7 @@ impl RedisStore {
     }
 
     /// Number of intents in the template's pending hash.
-    pub async fn pending_len(&self, template: Uuid) -> RedisResult<i64> {
+    pub async fn pending_len(&self, template: TemplateId) -> RedisResult<i64> {
         redis::cmd("HLEN")
             .arg(self.keys(template).pending)
             .query_async(&mut self.conn.clone())
@@ -329,7 +331,7 @@ impl RedisStore {
     /// no claim can run in between).
     pub async fn restore_requests(
         &self,
-        template: Uuid,
+        template: TemplateId,
         claims: &[RecentClaim],
         epoch: i64,
         remaining: i64,
@@ -361,7 +363,7 @@ impl RedisStore {
     }
 
     /// Remaining stock, None if the template is not initialised.
-    pub async fn stock(&self, template: Uuid) -> RedisResult<Option<i64>> {
+    pub async fn stock(&self, template: TemplateId) -> RedisResult<Option<i64>> {
         redis::cmd("GET")
             .arg(self.keys(template).stock)
             .query_async(&mut self.conn.clone())
@@ -370,7 +372,7 @@ impl RedisStore {
 
     /// The epoch of the template's Redis state, or None unless the state is complete
     /// (stock, epoch and the built marker of `claimed` all present).
-    pub async fn complete_epoch(&self, template: Uuid) -> RedisResult<Option<i64>> {
+    pub async fn complete_epoch(&self, template: TemplateId) -> RedisResult<Option<i64>> {
         let k = self.keys(template);
         let (stock, epoch, built): (Option<i64>, Option<i64>, bool) = self
             .pipe_on(
@@ -402,7 +404,7 @@ impl RedisStore {
     }
 
     /// Everything Redis holds about `template` (one MULTI round trip).
-    pub async fn snapshot(&self, template: Uuid) -> RedisResult<RedisSnapshot> {
+    pub async fn snapshot(&self, template: TemplateId) -> RedisResult<RedisSnapshot> {
         let k = self.keys(template);
         let (stock, epoch, claimed, pending): SnapshotReply = self
             .pipe_on(
@@ -454,7 +456,7 @@ impl RedisStore {
 
     /// Deletes every key of `template` (as a Redis restart without persistence would).
     /// Used by tests and the nemesis; never FLUSHALL a shared Redis.
-    pub async fn drop_template_keys(&self, template: Uuid) -> RedisResult<usize> {
+    pub async fn drop_template_keys(&self, template: TemplateId) -> RedisResult<usize> {
         delete_matching(&mut self.conn.clone(), &self.keys(template).pattern()).await
     }
 }

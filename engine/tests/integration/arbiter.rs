@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use coupon_engine::{
     NewTemplate, RefundPolicy,
+    domain::ids::{RequestId, UserId},
     store::{
         arbiter::{self, Arbitration, Verdict},
         redis::PendingIntent,
@@ -60,7 +61,7 @@ impl Reference {
                 if i.epoch > epoch {
                     return Verdict::EpochAhead;
                 }
-                if let Some((coupon_id, owner)) = self.known.get(&i.request_id) {
+                if let Some((coupon_id, owner)) = self.known.get(i.request_id.as_str()) {
                     return if *coupon_id == i.coupon_id {
                         Verdict::Stored
                     } else {
@@ -70,7 +71,7 @@ impl Reference {
                         }
                     };
                 }
-                let has = self.held.get(&i.user_id).copied().unwrap_or(0);
+                let has = self.held.get(i.user_id.as_str()).copied().unwrap_or(0);
                 if enforce && self.counted >= stock {
                     return Verdict::StockEmpty;
                 }
@@ -78,9 +79,11 @@ impl Reference {
                     return Verdict::UserLimit;
                 }
                 self.counted += 1;
-                *self.held.entry(i.user_id.clone()).or_default() += 1;
-                self.known
-                    .insert(i.request_id.clone(), (i.coupon_id, i.user_id.clone()));
+                *self.held.entry(i.user_id.to_string()).or_default() += 1;
+                self.known.insert(
+                    i.request_id.to_string(),
+                    (i.coupon_id, i.user_id.to_string()),
+                );
                 Verdict::Stored
             })
             .collect()
@@ -119,7 +122,7 @@ async fn batches_match_the_sequential_rule(arbitration: Arbitration) -> anyhow::
         // and then another (a request id reused after its record expired).
         let coupon = |rid: u64, other: bool| {
             let offset = u128::from(rid) * 2 + u128::from(other);
-            Uuid::from_u128(template.id.as_u128().wrapping_add(offset))
+            Uuid::from_u128(template.id.as_uuid().as_u128().wrapping_add(offset))
         };
         for _ in 0..5 {
             let n = 1 + rng.below(12) as usize;
@@ -133,10 +136,10 @@ async fn batches_match_the_sequential_rule(arbitration: Arbitration) -> anyhow::
                     };
                     PendingIntent {
                         template_id: template.id,
-                        request_id: format!("r{rid}"),
+                        request_id: RequestId::parse(format!("r{rid}")).expect("valid"),
                         coupon_id: coupon(rid, rng.below(5) == 0),
                         // A request id is only ever one user's (Redis refuses another).
-                        user_id: format!("u{}", rid % 4),
+                        user_id: UserId::parse(format!("u{}", rid % 4)).expect("valid"),
                         epoch: epoch + epoch_shift,
                         claimed_at_ms: 1_700_000_000_000,
                     }

@@ -16,6 +16,10 @@ use coupon_engine::{
 use futures::future::join_all;
 use uuid::Uuid;
 
+use coupon_engine::domain::ids::{RequestId, UserId};
+
+use crate::{rid, uid};
+
 type R = anyhow::Result<()>;
 
 fn template(stock: i64, limit: i32) -> NewTemplate {
@@ -27,14 +31,14 @@ async fn a_claim_issues_a_coupon_and_a_retry_returns_the_same_one() -> R {
     let env = TestEnv::new().await?;
     let e = &env.engine;
     let t = e.create_template(template(5, 2)).await?;
-    let first = e.claim(t.id, "alice", "req-1").await?;
+    let first = e.claim(t.id, &uid("alice"), &rid("req-1")).await?;
     assert_eq!(first.remaining_stock, 4);
     assert!(!first.replay);
-    let again = e.claim(t.id, "alice", "req-1").await?;
+    let again = e.claim(t.id, &uid("alice"), &rid("req-1")).await?;
     assert_eq!(again.coupon_id, first.coupon_id);
     assert!(again.replay);
     assert_eq!(e.remaining_stock(t.id).await?, Some(4));
-    let coupons = e.user_coupons("alice").await?;
+    let coupons = e.user_coupons(&uid("alice")).await?;
     assert_eq!(coupons.len(), 1);
     assert_eq!(coupons[0].status, CouponStatus::Issued);
     assert!(e.audit(t.id).await?.ok());
@@ -46,38 +50,47 @@ async fn refusals_are_precise_and_change_nothing() -> R {
     let env = TestEnv::new().await?;
     let e = &env.engine;
     let t = e.create_template(template(2, 1)).await?;
-    e.claim(t.id, "alice", "a1").await?;
+    e.claim(t.id, &uid("alice"), &rid("a1")).await?;
     assert!(matches!(
-        e.claim(t.id, "alice", "a2").await,
+        e.claim(t.id, &uid("alice"), &rid("a2")).await,
         Err(EngineError::UserLimit { limit: 1 })
     ));
-    e.claim(t.id, "bob", "b1").await?;
+    e.claim(t.id, &uid("bob"), &rid("b1")).await?;
     assert!(matches!(
-        e.claim(t.id, "carol", "c1").await,
+        e.claim(t.id, &uid("carol"), &rid("c1")).await,
         Err(EngineError::StockEmpty)
     ));
     assert!(matches!(
-        e.claim(Uuid::new_v4(), "bob", "b1").await,
+        e.claim(Uuid::new_v4().into(), &uid("bob"), &rid("b1"))
+            .await,
         Err(EngineError::NotFound(_))
     ));
     // Another user reusing alice's request id gets neither her coupon nor a new one.
     let t2 = e.create_template(template(5, 1)).await?;
-    e.claim(t2.id, "alice", "shared").await?;
-    let err = e.claim(t2.id, "bob", "shared").await.unwrap_err();
+    e.claim(t2.id, &uid("alice"), &rid("shared")).await?;
+    let err = e
+        .claim(t2.id, &uid("bob"), &rid("shared"))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "invalid_request");
-    for (user, rid) in [
+    // Bad ids are refused where they are parsed, so no claim can run with them.
+    for (user, request) in [
         ("", "r"),
         ("bad|user", "r"),
         ("bob", ""),
         ("bob", "has space"),
     ] {
-        let err = e.claim(t2.id, user, rid).await.unwrap_err();
-        assert_eq!(err.code(), "invalid_request", "{user:?} {rid:?}");
+        let parsed = UserId::parse(user).and_then(|_| RequestId::parse(request));
+        let err = EngineError::from(parsed.expect_err("refused"));
+        assert_eq!(err.code(), "invalid_request", "{user:?} {request:?}");
     }
     assert_eq!(e.remaining_stock(t2.id).await?, Some(4));
     e.set_template_status(t2.id, TemplateStatus::Paused).await?;
     assert_eq!(
-        e.claim(t2.id, "carol", "c1").await.unwrap_err().code(),
+        e.claim(t2.id, &uid("carol"), &rid("c1"))
+            .await
+            .unwrap_err()
+            .code(),
         "invalid_state"
     );
     assert_eq!(e.remaining_stock(t2.id).await?, Some(4));
@@ -108,7 +121,11 @@ async fn claim_window_is_enforced() -> R {
     spec.claim_starts_at = Some(now + time::Duration::hours(1));
     let t = env.engine.create_template(spec).await?;
     assert_eq!(
-        env.engine.claim(t.id, "a", "r").await.unwrap_err().code(),
+        env.engine
+            .claim(t.id, &uid("a"), &rid("r"))
+            .await
+            .unwrap_err()
+            .code(),
         "invalid_state"
     );
     Ok(())
@@ -124,7 +141,8 @@ async fn five_hundred_racing_users_get_exactly_the_stock() -> R {
         let (e, b) = (e.clone(), barrier.clone());
         tokio::spawn(async move {
             b.wait().await;
-            e.claim(t.id, &format!("user{i}"), &format!("req{i}")).await
+            e.claim(t.id, &uid(format!("user{i}")), &rid(format!("req{i}")))
+                .await
         })
     });
     let results: Vec<_> = join_all(tasks)
@@ -161,7 +179,7 @@ async fn one_user_racing_twenty_claims_gets_the_limit() -> R {
         let (e, b) = (e.clone(), barrier.clone());
         tokio::spawn(async move {
             b.wait().await;
-            e.claim(t.id, "greedy", &format!("r{i}")).await
+            e.claim(t.id, &uid("greedy"), &rid(format!("r{i}"))).await
         })
     });
     let results: Vec<_> = join_all(tasks)
@@ -176,7 +194,7 @@ async fn one_user_racing_twenty_claims_gets_the_limit() -> R {
             .count(),
         17
     );
-    assert_eq!(e.user_coupons("greedy").await?.len(), 3);
+    assert_eq!(e.user_coupons(&uid("greedy")).await?.len(), 3);
     assert!(e.audit(t.id).await?.ok());
     Ok(())
 }
@@ -187,24 +205,31 @@ async fn lost_redis_keys_are_rebuilt_without_oversell_or_limit_bypass() -> R {
     let e = env.engine.clone();
     let t = e.create_template(template(30, 2)).await?;
     for i in 0..10 {
-        e.claim(t.id, &format!("u{i}"), &format!("a{i}")).await?;
+        e.claim(t.id, &uid(format!("u{i}")), &rid(format!("a{i}")))
+            .await?;
     }
-    e.claim(t.id, "u0", "a-extra").await?;
+    e.claim(t.id, &uid("u0"), &rid("a-extra")).await?;
     // As after a Redis restart without persistence: this template's keys are gone.
     assert!(e.redis().drop_template_keys(t.id).await? > 0);
     let audit = e.audit(t.id).await?;
     assert_eq!(audit.redis_stock, None);
     assert_eq!(
-        e.claim(t.id, "u0", "a-third").await.unwrap_err().code(),
+        e.claim(t.id, &uid("u0"), &rid("a-third"))
+            .await
+            .unwrap_err()
+            .code(),
         "user_limit"
     );
     // A retry of an acknowledged claim still gets its coupon, not a second one.
-    let replay = e.claim(t.id, "u1", "a1").await?;
-    assert_eq!(e.user_coupons("u1").await?.len(), 1);
-    assert_eq!(replay.coupon_id, e.user_coupons("u1").await?[0].id);
+    let replay = e.claim(t.id, &uid("u1"), &rid("a1")).await?;
+    assert_eq!(e.user_coupons(&uid("u1")).await?.len(), 1);
+    assert_eq!(replay.coupon_id, e.user_coupons(&uid("u1")).await?[0].id);
     let tasks = (0..100).map(|i| {
         let e = e.clone();
-        tokio::spawn(async move { e.claim(t.id, &format!("v{i}"), &format!("b{i}")).await })
+        tokio::spawn(async move {
+            e.claim(t.id, &uid(format!("v{i}")), &rid(format!("b{i}")))
+                .await
+        })
     });
     let ok = join_all(tasks)
         .await
@@ -215,12 +240,12 @@ async fn lost_redis_keys_are_rebuilt_without_oversell_or_limit_bypass() -> R {
     // Sold out now: a retry of an acknowledged claim still gets its coupon, not stock_empty.
     assert!(e.redis().drop_template_keys(t.id).await? > 0);
     assert_eq!(
-        e.claim(t.id, "u2", "a2").await?.coupon_id,
-        e.user_coupons("u2").await?[0].id
+        e.claim(t.id, &uid("u2"), &rid("a2")).await?.coupon_id,
+        e.user_coupons(&uid("u2")).await?[0].id
     );
     assert_eq!(
-        e.claim(t.id, "u0", "a-extra").await?.coupon_id,
-        e.user_coupons("u0").await?[0].id
+        e.claim(t.id, &uid("u0"), &rid("a-extra")).await?.coupon_id,
+        e.user_coupons(&uid("u0")).await?[0].id
     );
     let audit = e.audit(t.id).await?;
     assert!(audit.ok(), "{audit:?}");
@@ -241,13 +266,15 @@ async fn a_claim_fenced_by_a_rebuild_is_not_persisted() -> R {
     );
     let slow = {
         let e = e.clone();
-        tokio::spawn(async move { e.claim(t.id, "slow", "s1").await })
+        tokio::spawn(async move { e.claim(t.id, &uid("slow"), &rid("s1")).await })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     e.redis().drop_template_keys(t.id).await?;
     let other = env.another_engine(EngineConfig::default()).await?;
     for i in 0..3 {
-        let _ = other.claim(t.id, &format!("o{i}"), &format!("o{i}")).await;
+        let _ = other
+            .claim(t.id, &uid(format!("o{i}")), &rid(format!("o{i}")))
+            .await;
     }
     e.failpoints().disarm(Failpoint::ClaimAfterRedis);
     let slow = slow.await?;
@@ -257,10 +284,13 @@ async fn a_claim_fenced_by_a_rebuild_is_not_persisted() -> R {
     // The fenced claim fails unacknowledged, and its retry is refused: the stock is gone.
     assert_eq!(slow.unwrap_err().code(), "unavailable");
     assert_eq!(
-        e.claim(t.id, "slow", "s1").await.unwrap_err().code(),
+        e.claim(t.id, &uid("slow"), &rid("s1"))
+            .await
+            .unwrap_err()
+            .code(),
         "stock_empty"
     );
-    assert!(e.user_coupons("slow").await?.is_empty());
+    assert!(e.user_coupons(&uid("slow")).await?.is_empty());
     Ok(())
 }
 
@@ -271,9 +301,9 @@ async fn a_postgres_failure_after_the_deduct_is_rolled_forward_once() -> R {
     let t = e.create_template(template(5, 1)).await?;
     e.failpoints()
         .arm(Failpoint::ClaimAfterRedis, FailAction::Error(1));
-    let err = e.claim(t.id, "alice", "r1").await.unwrap_err();
+    let err = e.claim(t.id, &uid("alice"), &rid("r1")).await.unwrap_err();
     assert!(err.outcome_unknown());
-    assert!(e.user_coupons("alice").await?.is_empty());
+    assert!(e.user_coupons(&uid("alice")).await?.is_empty());
     assert_eq!(e.audit(t.id).await?.pending, 1);
     let report = e
         .reconcile_with(ReconcileOptions {
@@ -282,15 +312,18 @@ async fn a_postgres_failure_after_the_deduct_is_rolled_forward_once() -> R {
         .await?;
     assert_eq!(report.pending_persisted, 1);
     assert!(report.drift.is_empty(), "{report:?}");
-    let coupons = e.user_coupons("alice").await?;
+    let coupons = e.user_coupons(&uid("alice")).await?;
     assert_eq!(coupons.len(), 1);
     // The client's retry lands on the same coupon; a second reconcile changes nothing.
-    assert_eq!(e.claim(t.id, "alice", "r1").await?.coupon_id, coupons[0].id);
+    assert_eq!(
+        e.claim(t.id, &uid("alice"), &rid("r1")).await?.coupon_id,
+        coupons[0].id
+    );
     e.reconcile_with(ReconcileOptions {
         min_pending_age: Duration::ZERO,
     })
     .await?;
-    assert_eq!(e.user_coupons("alice").await?.len(), 1);
+    assert_eq!(e.user_coupons(&uid("alice")).await?.len(), 1);
     let audit = e.audit(t.id).await?;
     assert!(audit.ok() && audit.pending == 0, "{audit:?}");
     Ok(())
@@ -303,8 +336,8 @@ async fn a_retry_while_the_first_attempt_is_pending_persists_it() -> R {
     let t = e.create_template(template(5, 1)).await?;
     e.failpoints()
         .arm(Failpoint::ClaimAfterRedis, FailAction::Error(1));
-    assert!(e.claim(t.id, "alice", "r1").await.is_err());
-    let retry = e.claim(t.id, "alice", "r1").await?;
+    assert!(e.claim(t.id, &uid("alice"), &rid("r1")).await.is_err());
+    let retry = e.claim(t.id, &uid("alice"), &rid("r1")).await?;
     assert!(retry.replay);
     assert!(e.coupon(retry.coupon_id).await?.is_some());
     let audit = e.audit(t.id).await?;
@@ -323,7 +356,10 @@ async fn async_mode_drains_every_acknowledged_claim() -> R {
     let t = e.create_template(template(200, 1)).await?;
     let tasks = (0..300).map(|i| {
         let e = e.clone();
-        tokio::spawn(async move { e.claim(t.id, &format!("u{i}"), &format!("r{i}")).await })
+        tokio::spawn(async move {
+            e.claim(t.id, &uid(format!("u{i}")), &rid(format!("r{i}")))
+                .await
+        })
     });
     let acked: Vec<Uuid> = join_all(tasks)
         .await
@@ -345,12 +381,12 @@ async fn a_duplicate_past_the_idempotency_window_gives_its_deduction_back() -> R
     let env = TestEnv::new().await?;
     let e = env.engine.clone();
     let t = e.create_template(template(5, 2)).await?;
-    let first = e.claim(t.id, "alice", "r1").await?;
+    let first = e.claim(t.id, &uid("alice"), &rid("r1")).await?;
     // The remembered outcome expires; the unique constraint must catch the retry.
     e.redis()
-        .forget_request(t.id, "r1", first.coupon_id)
+        .forget_request(t.id, &rid("r1"), first.coupon_id)
         .await?;
-    let again = e.claim(t.id, "alice", "r1").await?;
+    let again = e.claim(t.id, &uid("alice"), &rid("r1")).await?;
     assert_eq!(again.coupon_id, first.coupon_id);
     assert_eq!(e.remaining_stock(t.id).await?, Some(4));
     assert!(e.audit(t.id).await?.ok());

@@ -16,6 +16,8 @@ use coupon_engine::{
     testkit::{Backends, TestEnv, Way},
 };
 
+use crate::{rid, uid};
+
 #[tokio::test]
 async fn the_container_way_runs_the_full_flow() -> anyhow::Result<()> {
     if std::env::var("COUPON_SKIP_CONTAINER_TESTS").as_deref() == Ok("1") {
@@ -35,9 +37,9 @@ async fn the_container_way_runs_the_full_flow() -> anyhow::Result<()> {
     let t = e
         .create_template(NewTemplate::simple("c", 3, 1, RefundPolicy::ReturnToStock))
         .await?;
-    let c = e.claim(t.id, "alice", "r1").await?;
-    e.redeem(c.coupon_id, "alice", "o1", 1000).await?;
-    let r = e.refund(c.coupon_id, "alice", "o1").await?;
+    let c = e.claim(t.id, &uid("alice"), &rid("r1")).await?;
+    e.redeem(c.coupon_id, &uid("alice"), "o1", 1000).await?;
+    let r = e.refund(c.coupon_id, &uid("alice"), "o1").await?;
     assert_eq!(r.status, CouponStatus::Revoked);
     assert_eq!(e.remaining_stock(t.id).await?, Some(3));
     let audit = e.audit(t.id).await?;

@@ -13,3 +13,15 @@ mod redeem_refund;
 mod redis_cluster;
 mod server_start;
 mod stale_redis;
+
+use coupon_engine::domain::ids::{RequestId, UserId};
+
+/// A user id the test writes valid.
+fn uid(id: impl Into<String>) -> UserId {
+    UserId::parse(id).expect("a valid user id")
+}
+
+/// A request id the test writes valid.
+fn rid(id: impl Into<String>) -> RequestId {
+    RequestId::parse(id).expect("a valid request id")
+}

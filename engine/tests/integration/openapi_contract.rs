@@ -328,7 +328,7 @@ fn response_schemas_mirror_what_the_handlers_serialize() {
     let now = time::OffsetDateTime::now_utc();
     let id = uuid::Uuid::nil();
     let template = Template {
-        id,
+        id: id.into(),
         spec: NewTemplate::simple("t", 1, 1, RefundPolicy::ReturnToUser),
         status: TemplateStatus::Active,
     };
@@ -338,7 +338,7 @@ fn response_schemas_mirror_what_the_handlers_serialize() {
     );
     let coupon = Coupon {
         id,
-        template_id: id,
+        template_id: id.into(),
         user_id: "u".into(),
         status: CouponStatus::Issued,
         order_id: None,
@@ -349,7 +349,7 @@ fn response_schemas_mirror_what_the_handlers_serialize() {
     };
     assert_eq!(described(&doc, "Coupon"), served(&coupon, &[]));
     let audit = AuditReport {
-        template_id: id,
+        template_id: id.into(),
         total_stock: 1,
         redis_stock: None,
         counted: 0,

@@ -21,6 +21,8 @@ use coupon_engine::{
 };
 use uuid::Uuid;
 
+use crate::{rid, uid};
+
 const SHOPPERS: usize = 32;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -57,7 +59,7 @@ async fn acknowledged_claims_survive_a_postgres_crash() -> anyhow::Result<()> {
             while !stop.load(Ordering::Relaxed) {
                 n += 1;
                 let user = format!("s{s}-{n}");
-                match engine.claim(t.id, &user, &user).await {
+                match engine.claim(t.id, &uid(&user), &rid(&user)).await {
                     Ok(r) => {
                         acked.lock().unwrap().push(r.coupon_id);
                         if crashed.load(Ordering::Relaxed) {

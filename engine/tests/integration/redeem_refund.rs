@@ -12,17 +12,21 @@ use coupon_engine::{
 use futures::future::join_all;
 use uuid::Uuid;
 
+use coupon_engine::domain::ids::TemplateId;
+
+use crate::{rid, uid};
+
 type R = anyhow::Result<()>;
 
 async fn claimed(
     e: &CouponEngine,
     policy: RefundPolicy,
     user: &str,
-) -> anyhow::Result<(Uuid, Uuid)> {
+) -> anyhow::Result<(TemplateId, Uuid)> {
     let t = e
         .create_template(NewTemplate::simple("t", 10, 2, policy))
         .await?;
-    let c = e.claim(t.id, user, "r1").await?;
+    let c = e.claim(t.id, &uid(user), &rid("r1")).await?;
     Ok((t.id, c.coupon_id))
 }
 
@@ -40,28 +44,31 @@ async fn redeem_is_idempotent_per_order_and_refuses_precisely() -> R {
     let env = TestEnv::new().await?;
     let e = &env.engine;
     let (t, c) = claimed(e, RefundPolicy::ReturnToUser, "alice").await?;
-    let r = e.redeem(c, "alice", "o1", 2000).await?;
+    let r = e.redeem(c, &uid("alice"), "o1", 2000).await?;
     assert_eq!((r.discount, r.replay), (500, false));
-    let again = e.redeem(c, "alice", "o1", 2000).await?;
+    let again = e.redeem(c, &uid("alice"), "o1", 2000).await?;
     assert_eq!((again.discount, again.replay), (500, true));
     assert!(matches!(
-        e.redeem(c, "alice", "o2", 2000).await,
+        e.redeem(c, &uid("alice"), "o2", 2000).await,
         Err(EngineError::AlreadyUsed)
     ));
     assert!(matches!(
-        e.redeem(c, "bob", "o3", 2000).await,
+        e.redeem(c, &uid("bob"), "o3", 2000).await,
         Err(EngineError::NotOwner)
     ));
     assert!(matches!(
-        e.redeem(Uuid::new_v4(), "alice", "o3", 1).await,
+        e.redeem(Uuid::new_v4(), &uid("alice"), "o3", 1).await,
         Err(EngineError::NotFound(_))
     ));
     assert_eq!(
-        e.redeem(c, "alice", "o3", -1).await.unwrap_err().code(),
+        e.redeem(c, &uid("alice"), "o3", -1)
+            .await
+            .unwrap_err()
+            .code(),
         "invalid_request"
     );
     assert_eq!(
-        e.redeem(c, "alice", "", 1).await.unwrap_err().code(),
+        e.redeem(c, &uid("alice"), "", 1).await.unwrap_err().code(),
         "invalid_request"
     );
     assert_eq!(live_rows(e, c).await?, 1);
@@ -82,9 +89,9 @@ async fn discounts_follow_the_template_and_small_orders_are_refused() -> R {
         max_discount: Some(300),
     };
     let t = e.create_template(spec).await?;
-    let a = e.claim(t.id, "u", "a").await?.coupon_id;
-    let b = e.claim(t.id, "u", "b").await?.coupon_id;
-    let err = e.redeem(a, "u", "small", 999).await.unwrap_err();
+    let a = e.claim(t.id, &uid("u"), &rid("a")).await?.coupon_id;
+    let b = e.claim(t.id, &uid("u"), &rid("b")).await?.coupon_id;
+    let err = e.redeem(a, &uid("u"), "small", 999).await.unwrap_err();
     assert!(
         matches!(
             err,
@@ -100,8 +107,8 @@ async fn discounts_follow_the_template_and_small_orders_are_refused() -> R {
         e.coupon(a).await?.map(|c| c.status),
         Some(CouponStatus::Issued)
     );
-    assert_eq!(e.redeem(a, "u", "o1", 1000).await?.discount, 200);
-    assert_eq!(e.redeem(b, "u", "o2", 5000).await?.discount, 300);
+    assert_eq!(e.redeem(a, &uid("u"), "o1", 1000).await?.discount, 200);
+    assert_eq!(e.redeem(b, &uid("u"), "o2", 5000).await?.discount, 300);
     assert!(e.audit(t.id).await?.ok());
     Ok(())
 }
@@ -121,7 +128,7 @@ async fn fifty_concurrent_redeems_with_different_orders_succeed_once() -> R {
             let (e, b) = (e.clone(), barrier.clone());
             tokio::spawn(async move {
                 b.wait().await;
-                e.redeem(c, "alice", &format!("order{i}"), 5000).await
+                e.redeem(c, &uid("alice"), &format!("order{i}"), 5000).await
             })
         });
         let results: Vec<_> = join_all(tasks)
@@ -139,7 +146,7 @@ async fn fifty_concurrent_redeems_with_different_orders_succeed_once() -> R {
         assert_eq!(live_rows(&e, c).await?, 1);
         assert!(e.audit(t).await?.ok());
         // No lock leaks: a later redeem of the same order answers at once.
-        assert!(e.redeem(c, "alice", "order-late", 1).await.is_err());
+        assert!(e.redeem(c, &uid("alice"), "order-late", 1).await.is_err());
     }
     Ok(())
 }
@@ -149,25 +156,28 @@ async fn refund_to_user_reissues_the_coupon_and_never_returns_stock() -> R {
     let env = TestEnv::new().await?;
     let e = &env.engine;
     let (t, c) = claimed(e, RefundPolicy::ReturnToUser, "alice").await?;
-    e.redeem(c, "alice", "o1", 1000).await?;
+    e.redeem(c, &uid("alice"), "o1", 1000).await?;
     assert_eq!(
-        e.refund(c, "alice", "o2").await.unwrap_err().code(),
+        e.refund(c, &uid("alice"), "o2").await.unwrap_err().code(),
         "invalid_state"
     );
     assert!(matches!(
-        e.refund(c, "bob", "o1").await,
+        e.refund(c, &uid("bob"), "o1").await,
         Err(EngineError::NotOwner)
     ));
-    let r = e.refund(c, "alice", "o1").await?;
+    let r = e.refund(c, &uid("alice"), "o1").await?;
     assert_eq!((r.status, r.replay), (CouponStatus::Issued, false));
-    let again = e.refund(c, "alice", "o1").await?;
+    let again = e.refund(c, &uid("alice"), "o1").await?;
     assert_eq!((again.status, again.replay), (CouponStatus::Issued, true));
     assert_eq!(e.remaining_stock(t).await?, Some(9));
     assert_eq!(live_rows(e, c).await?, 0);
     // The refunded coupon is usable again, by a new order.
-    e.redeem(c, "alice", "o2", 1000).await?;
+    e.redeem(c, &uid("alice"), "o2", 1000).await?;
     assert_eq!(
-        e.redeem(c, "alice", "o1", 1000).await.unwrap_err().code(),
+        e.redeem(c, &uid("alice"), "o1", 1000)
+            .await
+            .unwrap_err()
+            .code(),
         "already_used"
     );
     let audit = e.audit(t).await?;
@@ -182,11 +192,11 @@ async fn refund_extends_validity_when_the_template_says_so() -> R {
     let mut spec = NewTemplate::simple("ext", 5, 1, RefundPolicy::ReturnToUser);
     spec.extend_validity_on_refund = true;
     let t = e.create_template(spec).await?;
-    let c = e.claim(t.id, "u", "r").await?.coupon_id;
+    let c = e.claim(t.id, &uid("u"), &rid("r")).await?.coupon_id;
     let before = e.coupon(c).await?.map(|c| c.valid_until);
-    e.redeem(c, "u", "o", 1000).await?;
+    e.redeem(c, &uid("u"), "o", 1000).await?;
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    e.refund(c, "u", "o").await?;
+    e.refund(c, &uid("u"), "o").await?;
     let after = e.coupon(c).await?.map(|c| c.valid_until);
     assert!(after > before, "{before:?} -> {after:?}");
     Ok(())
@@ -197,20 +207,23 @@ async fn refund_to_stock_revokes_and_returns_stock_exactly_once() -> R {
     let env = TestEnv::new().await?;
     let e = &env.engine;
     let (t, c) = claimed(e, RefundPolicy::ReturnToStock, "alice").await?;
-    e.redeem(c, "alice", "o1", 1000).await?;
-    let r = e.refund(c, "alice", "o1").await?;
+    e.redeem(c, &uid("alice"), "o1", 1000).await?;
+    let r = e.refund(c, &uid("alice"), "o1").await?;
     assert_eq!(r.status, CouponStatus::Revoked);
     assert_eq!(e.remaining_stock(t).await?, Some(10));
-    assert!(e.refund(c, "alice", "o1").await?.replay);
+    assert!(e.refund(c, &uid("alice"), "o1").await?.replay);
     e.relay_outbox(t).await?;
     assert_eq!(e.remaining_stock(t).await?, Some(10));
     assert_eq!(
-        e.redeem(c, "alice", "o3", 1000).await.unwrap_err().code(),
+        e.redeem(c, &uid("alice"), "o3", 1000)
+            .await
+            .unwrap_err()
+            .code(),
         "invalid_state"
     );
     // The quota came back too.
-    e.claim(t, "alice", "r2").await?;
-    e.claim(t, "alice", "r3").await?;
+    e.claim(t, &uid("alice"), &rid("r2")).await?;
+    e.claim(t, &uid("alice"), &rid("r3")).await?;
     let audit = e.audit(t).await?;
     assert!(audit.ok(), "{audit:?}");
     Ok(())
@@ -222,11 +235,11 @@ async fn refund_of_an_unused_coupon_is_refused_and_changes_nothing() -> R {
     let e = &env.engine;
     let (t, c) = claimed(e, RefundPolicy::ReturnToStock, "alice").await?;
     assert_eq!(
-        e.refund(c, "alice", "o1").await.unwrap_err().code(),
+        e.refund(c, &uid("alice"), "o1").await.unwrap_err().code(),
         "invalid_state"
     );
     assert_eq!(
-        e.refund(Uuid::new_v4(), "alice", "o1")
+        e.refund(Uuid::new_v4(), &uid("alice"), "o1")
             .await
             .unwrap_err()
             .code(),
@@ -247,16 +260,16 @@ async fn concurrent_refund_and_redeem_leave_a_consistent_coupon() -> R {
     let e = env.engine.clone();
     for policy in [RefundPolicy::ReturnToUser, RefundPolicy::ReturnToStock] {
         let (t, c) = claimed(&e, policy, "alice").await?;
-        e.redeem(c, "alice", "o1", 1000).await?;
+        e.redeem(c, &uid("alice"), "o1", 1000).await?;
         let barrier = Arc::new(tokio::sync::Barrier::new(20));
         let tasks = (0..20).map(|i| {
             let (e, b) = (e.clone(), barrier.clone());
             tokio::spawn(async move {
                 b.wait().await;
                 if i % 2 == 0 {
-                    e.refund(c, "alice", "o1").await.map(|_| ())
+                    e.refund(c, &uid("alice"), "o1").await.map(|_| ())
                 } else {
-                    e.redeem(c, "alice", &format!("n{i}"), 1000)
+                    e.redeem(c, &uid("alice"), &format!("n{i}"), 1000)
                         .await
                         .map(|_| ())
                 }
@@ -281,7 +294,7 @@ async fn expired_coupons_are_swept_and_cannot_be_redeemed() -> R {
         .execute(e.pool())
         .await?;
     assert!(matches!(
-        e.redeem(c, "alice", "o1", 1000).await,
+        e.redeem(c, &uid("alice"), "o1", 1000).await,
         Err(EngineError::Expired)
     ));
     assert_eq!(e.expire_sweep().await?, 1);
@@ -290,7 +303,7 @@ async fn expired_coupons_are_swept_and_cannot_be_redeemed() -> R {
         Some(CouponStatus::Expired)
     );
     assert!(matches!(
-        e.redeem(c, "alice", "o1", 1000).await,
+        e.redeem(c, &uid("alice"), "o1", 1000).await,
         Err(EngineError::Expired)
     ));
     assert_eq!(e.expire_sweep().await?, 0);

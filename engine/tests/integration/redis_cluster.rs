@@ -8,6 +8,7 @@
 
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
+use coupon_engine::domain::ids::TemplateId;
 use coupon_engine::{
     EngineConfig, EngineError, NewTemplate, ReconcileOptions, RefundPolicy, Variant,
     store::postgres,
@@ -18,7 +19,8 @@ use coupon_engine::{
         shared_backends,
     },
 };
-use uuid::Uuid;
+
+use crate::{rid, uid};
 
 type R = anyhow::Result<()>;
 
@@ -66,7 +68,7 @@ impl OnCluster {
         .await?
     }
 
-    async fn sale(&self, stock: i64) -> anyhow::Result<Uuid> {
+    async fn sale(&self, stock: i64) -> anyhow::Result<TemplateId> {
         let t = self
             .env
             .engine
@@ -82,11 +84,11 @@ impl OnCluster {
 
     /// Claims for users `prefix0..prefixN`, tolerating the unknown outcomes a failover
     /// causes; returns how many were granted.
-    async fn claims(&self, t: Uuid, prefix: &str, n: usize) -> anyhow::Result<usize> {
+    async fn claims(&self, t: TemplateId, prefix: &str, n: usize) -> anyhow::Result<usize> {
         let mut granted = 0;
         for i in 0..n {
             let user = format!("{prefix}{i}");
-            match self.env.engine.claim(t, &user, &user).await {
+            match self.env.engine.claim(t, &uid(&user), &rid(&user)).await {
                 Ok(_) => granted += 1,
                 Err(EngineError::StockEmpty) => {}
                 Err(unknown) if unknown.outcome_unknown() => {}
@@ -96,7 +98,7 @@ impl OnCluster {
         Ok(granted)
     }
 
-    async fn issued(&self, t: Uuid) -> anyhow::Result<i64> {
+    async fn issued(&self, t: TemplateId) -> anyhow::Result<i64> {
         let mut conn = self.env.engine.pool().acquire().await?;
         Ok(postgres::counted_per_user(&mut conn, t)
             .await?
@@ -106,7 +108,7 @@ impl OnCluster {
     }
 
     /// Reconciles, then checks I1–I5.
-    async fn audit_ok(&self, t: Uuid) -> R {
+    async fn audit_ok(&self, t: TemplateId) -> R {
         self.env
             .engine
             .reconcile_with(ReconcileOptions {
@@ -119,14 +121,14 @@ impl OnCluster {
     }
 
     /// The template's slot owner: (master port, replica port if it has one).
-    async fn owners(&self, t: Uuid) -> anyhow::Result<(u16, Option<u16>)> {
+    async fn owners(&self, t: TemplateId) -> anyhow::Result<(u16, Option<u16>)> {
         let key = self.env.engine.redis().keys(t).stock;
         self.on_cluster(move |c| c.owners(&key)).await
     }
 }
 
 /// Redis stock, riding out a connection a failover broke.
-async fn stock(env: &TestEnv, t: Uuid) -> anyhow::Result<Option<i64>> {
+async fn stock(env: &TestEnv, t: TemplateId) -> anyhow::Result<Option<i64>> {
     let mut last = None;
     for _ in 0..40 {
         match env.engine.remaining_stock(t).await {
@@ -200,7 +202,7 @@ async fn a_killed_master_fails_over_and_the_sale_sells_exactly_its_stock() -> R 
 /// Claims 30, cuts the replication of the template's master, claims 40 more (the replica
 /// misses them), promotes the replica with TAKEOVER and claims 200 more: returns the
 /// coupons Postgres holds.
-async fn sell_through_a_lagging_promotion(on: &OnCluster) -> anyhow::Result<(Uuid, i64)> {
+async fn sell_through_a_lagging_promotion(on: &OnCluster) -> anyhow::Result<(TemplateId, i64)> {
     let t = on.sale(100).await?;
     on.env.engine.check_redis_identity().await?;
     assert_eq!(on.claims(t, "a", 30).await?, 30);

@@ -17,6 +17,10 @@ use coupon_engine::{
     },
 };
 
+use coupon_engine::domain::ids::TemplateId;
+
+use crate::{rid, uid};
+
 type R = anyhow::Result<()>;
 
 /// An engine on a Redis of its own. Fields drop in order: the environment cleans up its keys
@@ -69,11 +73,13 @@ async fn sell_through_a_stale_restart(
     // The identity the counters were built against, before anything goes wrong.
     e.check_redis_identity().await?;
     for n in 0..50 {
-        e.claim(t.id, &format!("a{n}"), &format!("a{n}")).await?;
+        e.claim(t.id, &uid(format!("a{n}")), &rid(format!("a{n}")))
+            .await?;
     }
     let snapshot = redis.snapshot_rdb()?;
     for n in 0..40 {
-        e.claim(t.id, &format!("b{n}"), &format!("b{n}")).await?;
+        e.claim(t.id, &uid(format!("b{n}")), &rid(format!("b{n}")))
+            .await?;
     }
     redis.restart_from_rdb(&snapshot)?;
     assert_eq!(
@@ -82,7 +88,10 @@ async fn sell_through_a_stale_restart(
         "the restart must bring back stale counters"
     );
     for n in 0..200 {
-        match e.claim(t.id, &format!("c{n}"), &format!("c{n}")).await {
+        match e
+            .claim(t.id, &uid(format!("c{n}")), &rid(format!("c{n}")))
+            .await
+        {
             // The first calls after a restart may meet the broken connection: unknown
             // outcomes, as a client would see them.
             Ok(_) | Err(EngineError::StockEmpty) => {}
@@ -100,7 +109,7 @@ async fn sell_through_a_stale_restart(
 }
 
 /// Redis stock, riding out the connection the restart broke.
-async fn stock(env: &TestEnv, t: uuid::Uuid) -> anyhow::Result<Option<i64>> {
+async fn stock(env: &TestEnv, t: TemplateId) -> anyhow::Result<Option<i64>> {
     let mut last = None;
     for _ in 0..20 {
         match env.engine.remaining_stock(t).await {
@@ -149,7 +158,8 @@ async fn the_identity_watch_rebuilds_a_restarted_redis_before_the_sale_goes_on()
     e.check_redis_identity().await?;
     let snapshot = redis.snapshot_rdb()?;
     for n in 0..30 {
-        e.claim(t.id, &format!("b{n}"), &format!("b{n}")).await?;
+        e.claim(t.id, &uid(format!("b{n}")), &rid(format!("b{n}")))
+            .await?;
     }
     redis.restart_from_rdb(&snapshot)?;
     // Without any claim or reconcile, the watch notices the new run_id and rebuilds.
@@ -192,7 +202,7 @@ async fn a_retry_refused_by_a_suspect_redis_gets_the_coupon_postgres_holds() -> 
             RefundPolicy::ReturnToStock,
         ))
         .await?;
-    let granted = e.claim(t.id, "alice", "req-a").await?;
+    let granted = e.claim(t.id, &uid("alice"), &rid("req-a")).await?;
     let k = e.redis().keys(t.id);
     let lose_the_record = || async {
         let mut c = e.redis().connection();
@@ -210,18 +220,18 @@ async fn a_retry_refused_by_a_suspect_redis_gets_the_coupon_postgres_holds() -> 
     lose_the_record().await?;
     // A Redis that gave no sign of trouble is trusted: one round trip per refusal.
     assert!(matches!(
-        e.claim(t.id, "alice", "req-a").await,
+        e.claim(t.id, &uid("alice"), &rid("req-a")).await,
         Err(EngineError::StockEmpty)
     ));
     redis.signal("STOP")?;
-    let timed_out = e.claim(t.id, "bob", "req-b").await;
+    let timed_out = e.claim(t.id, &uid("bob"), &rid("req-b")).await;
     redis.signal("CONT")?;
     assert!(
         timed_out.as_ref().is_err_and(EngineError::outcome_unknown),
         "{timed_out:?}"
     );
     lose_the_record().await?;
-    let retry = e.claim(t.id, "alice", "req-a").await?;
+    let retry = e.claim(t.id, &uid("alice"), &rid("req-a")).await?;
     assert_eq!(retry.coupon_id, granted.coupon_id);
     assert!(retry.replay);
     drop(env);

@@ -77,7 +77,7 @@ pub(crate) async fn redis_claim_script(
         .query_async(conn)
         .await?;
     let ns = format!("bench{}", &Uuid::new_v4().simple().to_string()[..8]);
-    let k = TemplateKeys::new(&ns, Uuid::new_v4());
+    let k = TemplateKeys::new(&ns, Uuid::new_v4().into());
     let stock: i64 = if granting { 1_000_000_000_000 } else { 0 };
     let () = conn.set(&k.stock, stock).await?;
     let () = conn.set(&k.epoch, 1).await?;

@@ -9,7 +9,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use coupon_engine::{CouponEngine, EngineError, http::auth::user_token};
+use coupon_engine::{
+    ClaimReceipt, CouponEngine, EngineError, EngineResult,
+    domain::ids::{RequestId, UserId},
+    http::auth::user_token,
+};
 use reqwest::StatusCode;
 use uuid::Uuid;
 
@@ -79,7 +83,7 @@ pub(crate) async fn in_process(
         let engine = engine.clone();
         async move {
             let rid = format!("{row}-{task}-{i}");
-            let r = engine.claim(template, &user(row, task, i), &rid).await;
+            let r = claim_as(&engine, template, user(row, task, i), rid).await;
             match (expect, r) {
                 (Expect::Granted, Ok(r)) => !r.replay,
                 (Expect::SoldOut, Err(EngineError::StockEmpty)) => true,
@@ -88,6 +92,18 @@ pub(crate) async fn in_process(
         }
     })
     .await
+}
+
+/// A claim with its ids parsed as the HTTP layer parses them, so a bad id fails the call
+/// as it fails a request.
+async fn claim_as(
+    engine: &CouponEngine,
+    template: Uuid,
+    user: String,
+    request_id: String,
+) -> EngineResult<ClaimReceipt> {
+    let (user, request_id) = (UserId::parse(user)?, RequestId::parse(request_id)?);
+    engine.claim(template.into(), &user, &request_id).await
 }
 
 /// POST /v1/templates/{id}/claims from `clients` tasks sharing one HTTP client.

@@ -7,6 +7,7 @@ use std::{sync::Arc, thread::JoinHandle};
 use anyhow::Context;
 use coupon_engine::{
     CouponEngine, EngineConfig, NewTemplate, Persistence, RefundPolicy,
+    domain::ids::{RequestId, UserId},
     http::{AppState, serve},
     testkit::{Backends, TestEnv},
 };
@@ -128,7 +129,11 @@ async fn setup(
         ))
         .await?
         .id;
-    e.claim(sold_out, "bench-first", "bench-first").await?;
+    let first = (
+        UserId::parse("bench-first")?,
+        RequestId::parse("bench-first")?,
+    );
+    e.claim(sold_out, &first.0, &first.1).await?;
     let granting = e
         .create_template(NewTemplate::simple(
             "bench granting",
@@ -141,5 +146,5 @@ async fn setup(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .context("binding 127.0.0.1:0")?;
-    Ok((env, listener, sold_out, granting))
+    Ok((env, listener, sold_out.as_uuid(), granting.as_uuid()))
 }

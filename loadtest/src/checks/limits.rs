@@ -81,8 +81,9 @@ pub(super) fn per_user(
     for (user, coupons) in ev.wallets {
         let mut held: HashMap<Uuid, i64> = HashMap::new();
         for c in coupons {
-            if templates.contains_key(&c.template_id) && c.status.counts_against_stock() {
-                *held.entry(c.template_id).or_default() += 1;
+            let tid = c.template_id.as_uuid();
+            if templates.contains_key(&tid) && c.status.counts_against_stock() {
+                *held.entry(tid).or_default() += 1;
             }
         }
         for (tid, n) in held {

@@ -53,7 +53,7 @@ pub(super) fn check(
             continue;
         };
         found += 1;
-        if coupon.template_id != g.template {
+        if coupon.template_id.as_uuid() != g.template {
             f.flag(
                 Invariant::I6,
                 format!(
@@ -101,7 +101,7 @@ pub(super) fn check(
     for (user, coupons) in ev.wallets {
         let mut extra: HashMap<Uuid, usize> = HashMap::new();
         for c in coupons {
-            if !drained.contains(&c.template_id) {
+            if !drained.contains(&c.template_id.as_uuid()) {
                 continue;
             }
             unexplained_checked += 1;
@@ -109,7 +109,7 @@ pub(super) fn check(
                 .get(&c.id)
                 .is_some_and(|g| g.user.as_ref() == user.as_str());
             if !explained {
-                *extra.entry(c.template_id).or_default() += 1;
+                *extra.entry(c.template_id.as_uuid()).or_default() += 1;
             }
         }
         for (tid, n) in extra {

@@ -144,7 +144,7 @@ impl<'a> Answers<'a> {
             .audits
             .iter()
             .filter(|a| a.pending == 0 && a.outbox_unapplied == 0)
-            .map(|a| a.template_id)
+            .map(|a| a.template_id.as_uuid())
             .collect();
         let mut keys: BTreeMap<(Uuid, Arc<str>, Arc<str>), ClaimKey<'a>> = BTreeMap::new();
         for e in ev.events.iter().filter(|e| e.op == Op::Claim) {

@@ -19,7 +19,7 @@ fn template(stock: i64, limit: i32, policy: RefundPolicy) -> TemplateInfo {
 
 fn audit(t: &TemplateInfo) -> AuditReport {
     AuditReport {
-        template_id: t.id,
+        template_id: t.id.into(),
         total_stock: t.total_stock,
         redis_stock: Some(0),
         counted: 0,
@@ -58,7 +58,7 @@ fn wallet_coupon(
     let now = time::OffsetDateTime::now_utc();
     Coupon {
         id,
-        template_id: t.id,
+        template_id: t.id.into(),
         user_id: user.into(),
         status,
         order_id: order.map(str::to_owned),

@@ -6,6 +6,7 @@ use std::{sync::Arc, time::Duration};
 
 use coupon_engine::{
     EngineConfig, NewTemplate, Persistence, RefundPolicy,
+    domain::ids::{RequestId, UserId},
     testkit::{Backends, TestEnv, local::LocalRedis, shared_backends},
 };
 use coupon_proptests::{
@@ -49,7 +50,9 @@ async fn crash_after_acks(
                 request_id: rid.clone(),
             };
             let id = recorder.invoke(i as u32, op);
-            match e.claim(t.id, &user, &rid).await {
+            let user = UserId::parse(user).expect("a valid user id");
+            let request = RequestId::parse(rid.as_str()).expect("a valid request id");
+            match e.claim(t.id, &user, &request).await {
                 Ok(_) => recorder.complete(
                     id,
                     EventKind::Ok,

@@ -5,12 +5,12 @@
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::error::EngineResult;
+use crate::{domain::ids::TemplateId, error::EngineResult};
 
 /// Coupons counting against stock, per user (unordered).
 pub async fn audit_counted_per_user(
     pg: &PgPool,
-    template: Uuid,
+    template: TemplateId,
 ) -> EngineResult<Vec<(String, i64)>> {
     Ok(sqlx::query_as(
         "SELECT user_id, count(*) FROM user_coupon \
@@ -24,7 +24,7 @@ pub async fn audit_counted_per_user(
 /// Refunds to stock not yet applied to Redis, per user.
 pub async fn audit_unapplied_per_user(
     pg: &PgPool,
-    template: Uuid,
+    template: TemplateId,
 ) -> EngineResult<Vec<(String, i64)>> {
     Ok(sqlx::query_as(
         "SELECT user_id, count(*) FROM stock_outbox \
@@ -49,7 +49,7 @@ pub async fn persisted_coupon_ids(pg: &PgPool, ids: &[Uuid]) -> EngineResult<Vec
 /// (one statement, however busy the template is).
 pub async fn audit_counter_and_rows(
     pg: &PgPool,
-    template: Uuid,
+    template: TemplateId,
 ) -> EngineResult<(Option<i64>, i64)> {
     Ok(sqlx::query_as(
         "SELECT (SELECT counted FROM template_stock WHERE template_id = $1), \
@@ -78,7 +78,7 @@ pub struct UseLogMismatch {
 /// I4 violations, at most `limit`.
 pub async fn audit_use_log_mismatches(
     pg: &PgPool,
-    template: Uuid,
+    template: TemplateId,
     limit: i64,
 ) -> EngineResult<Vec<UseLogMismatch>> {
     Ok(sqlx::query_as(
@@ -113,7 +113,7 @@ pub struct IllegalStatus {
 /// I5 violations of status, at most `limit`.
 pub async fn audit_illegal_statuses(
     pg: &PgPool,
-    template: Uuid,
+    template: TemplateId,
     limit: i64,
 ) -> EngineResult<Vec<IllegalStatus>> {
     Ok(sqlx::query_as(
@@ -136,7 +136,7 @@ pub async fn audit_illegal_statuses(
 /// I5: coupons whose stock went back although they are not revoked, with their status.
 pub async fn audit_stray_returns(
     pg: &PgPool,
-    template: Uuid,
+    template: TemplateId,
     limit: i64,
 ) -> EngineResult<Vec<(Uuid, String)>> {
     Ok(sqlx::query_as(
@@ -152,7 +152,7 @@ pub async fn audit_stray_returns(
 /// I5: coupons whose use was undone before it was made.
 pub async fn audit_undone_before_use(
     pg: &PgPool,
-    template: Uuid,
+    template: TemplateId,
     limit: i64,
 ) -> EngineResult<Vec<Uuid>> {
     Ok(sqlx::query_scalar(

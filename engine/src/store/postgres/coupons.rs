@@ -7,7 +7,10 @@ use uuid::Uuid;
 
 use super::corrupt;
 use crate::{
-    domain::coupon::{Coupon, CouponStatus},
+    domain::{
+        coupon::{Coupon, CouponStatus},
+        ids::{RequestId, TemplateId, UserId},
+    },
     error::EngineResult,
     store::records::RecentClaim,
 };
@@ -42,13 +45,17 @@ pub async fn get_coupon(pool: &PgPool, id: Uuid) -> EngineResult<Option<Coupon>>
 }
 
 /// A user's coupons, newest first (at most `limit`).
-pub async fn user_coupons(pool: &PgPool, user_id: &str, limit: i64) -> EngineResult<Vec<Coupon>> {
+pub async fn user_coupons(
+    pool: &PgPool,
+    user_id: &UserId,
+    limit: i64,
+) -> EngineResult<Vec<Coupon>> {
     let sql = format!(
         "SELECT {COUPON_COLUMNS} FROM user_coupon WHERE user_id = $1 \
          ORDER BY claimed_at DESC, id LIMIT $2"
     );
     let rows = sqlx::query(AssertSqlSafe(sql))
-        .bind(user_id)
+        .bind(user_id.as_str())
         .bind(limit)
         .fetch_all(pool)
         .await?;
@@ -56,7 +63,7 @@ pub async fn user_coupons(pool: &PgPool, user_id: &str, limit: i64) -> EngineRes
 }
 
 /// All coupons of a template (tests, audits of small templates).
-pub async fn template_coupons(pool: &PgPool, template: Uuid) -> EngineResult<Vec<Coupon>> {
+pub async fn template_coupons(pool: &PgPool, template: TemplateId) -> EngineResult<Vec<Coupon>> {
     let sql = format!(
         "SELECT {COUPON_COLUMNS} FROM user_coupon WHERE template_id = $1 ORDER BY claimed_at, id"
     );
@@ -84,14 +91,14 @@ pub async fn expire_batch(pool: &PgPool, batch: i64) -> EngineResult<u64> {
 /// The coupon id and owner stored for a claim request id, if any.
 pub async fn claim_by_request(
     conn: &mut sqlx::PgConnection,
-    template: Uuid,
-    request_id: &str,
+    template: TemplateId,
+    request_id: &RequestId,
 ) -> EngineResult<Option<(Uuid, String)>> {
     Ok(sqlx::query_as(
         "SELECT id, user_id FROM user_coupon WHERE template_id = $1 AND claim_request_id = $2",
     )
     .bind(template)
-    .bind(request_id)
+    .bind(request_id.as_str())
     .fetch_optional(conn)
     .await?)
 }
@@ -99,7 +106,7 @@ pub async fn claim_by_request(
 /// Counts for a rebuild: coupons counting against stock per user.
 pub async fn counted_per_user(
     conn: &mut PgConnection,
-    template: Uuid,
+    template: TemplateId,
 ) -> EngineResult<Vec<(String, i64)>> {
     Ok(sqlx::query_as(
         "SELECT user_id, count(*) FROM user_coupon \
@@ -113,7 +120,7 @@ pub async fn counted_per_user(
 /// Claims of a template made within the last `window_ms` (for a rebuild to remember them).
 pub async fn recent_claims(
     conn: &mut PgConnection,
-    template: Uuid,
+    template: TemplateId,
     window_ms: i64,
 ) -> EngineResult<Vec<RecentClaim>> {
     Ok(sqlx::query_as(

@@ -4,10 +4,13 @@
 use sqlx::{PgConnection, Postgres, Transaction};
 use uuid::Uuid;
 
-use crate::error::EngineResult;
+use crate::{
+    domain::ids::{TemplateId, UserId},
+    error::EngineResult,
+};
 
 /// Marks every unapplied outbox row of a template applied (a rebuild counted them).
-pub async fn settle_outbox(conn: &mut PgConnection, template: Uuid) -> EngineResult<u64> {
+pub async fn settle_outbox(conn: &mut PgConnection, template: TemplateId) -> EngineResult<u64> {
     Ok(sqlx::query(
         "UPDATE stock_outbox SET applied_at = now() WHERE template_id = $1 AND applied_at IS NULL",
     )
@@ -18,30 +21,38 @@ pub async fn settle_outbox(conn: &mut PgConnection, template: Uuid) -> EngineRes
 }
 
 /// An outbox row waiting to be applied to Redis.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct OutboxRow {
     /// Row id (the exactly-once key in Redis).
     pub id: i64,
     /// The refunded coupon.
     pub coupon_id: Uuid,
     /// Its owner, whose quota is returned.
-    pub user_id: String,
+    pub user_id: UserId,
 }
 
 /// Locks up to `limit` unapplied outbox rows of a template (skipping rows another relay holds).
 pub async fn lock_outbox(
     tx: &mut Transaction<'_, Postgres>,
-    template: Uuid,
+    template: TemplateId,
     limit: i64,
 ) -> EngineResult<Vec<OutboxRow>> {
-    Ok(sqlx::query_as(
+    let rows: Vec<(i64, Uuid, String)> = sqlx::query_as(
         "SELECT id, coupon_id, user_id FROM stock_outbox \
          WHERE template_id = $1 AND applied_at IS NULL ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
     )
     .bind(template)
     .bind(limit)
     .fetch_all(&mut **tx)
-    .await?)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, coupon_id, user_id)| OutboxRow {
+            id,
+            coupon_id,
+            user_id: UserId::trusted(user_id),
+        })
+        .collect())
 }
 
 /// Marks outbox rows applied.
@@ -62,9 +73,9 @@ pub async fn mark_outbox_applied(
 /// go back to Redis.
 pub async fn insert_return_stock(
     conn: &mut PgConnection,
-    template: Uuid,
+    template: TemplateId,
     coupon: Uuid,
-    user_id: &str,
+    user_id: &UserId,
 ) -> EngineResult<()> {
     sqlx::query(
         "INSERT INTO stock_outbox (template_id, coupon_id, user_id, kind) \
@@ -72,7 +83,7 @@ pub async fn insert_return_stock(
     )
     .bind(template)
     .bind(coupon)
-    .bind(user_id)
+    .bind(user_id.as_str())
     .execute(conn)
     .await?;
     Ok(())

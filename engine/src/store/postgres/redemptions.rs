@@ -9,6 +9,7 @@ use crate::{
     domain::{
         coupon::CouponStatus,
         discount::{Discount, DiscountKind},
+        ids::{TemplateId, UserId},
     },
     error::{EngineError, EngineResult},
 };
@@ -18,7 +19,7 @@ use crate::{
 pub async fn mark_used(
     conn: impl PgExecutor<'_>,
     coupon: Uuid,
-    user_id: &str,
+    user_id: &UserId,
     order_id: &str,
     order_amount: i64,
 ) -> EngineResult<Option<Discount>> {
@@ -32,7 +33,7 @@ pub async fn mark_used(
                    t.min_order_amount, t.max_discount",
     )
     .bind(coupon)
-    .bind(user_id)
+    .bind(user_id.as_str())
     .bind(order_id)
     .bind(order_amount)
     .fetch_optional(conn)
@@ -96,9 +97,9 @@ pub async fn redeem_state(
 pub async fn restore_used(
     conn: impl PgExecutor<'_>,
     coupon: Uuid,
-    user_id: &str,
+    user_id: &UserId,
     order_id: &str,
-) -> EngineResult<Option<(Uuid, CouponStatus)>> {
+) -> EngineResult<Option<(TemplateId, CouponStatus)>> {
     let row = sqlx::query(
         "UPDATE user_coupon c SET \
            status = CASE WHEN t.refund_policy = 'return_to_stock' THEN 'revoked' ELSE 'issued' END, \
@@ -111,14 +112,14 @@ pub async fn restore_used(
          RETURNING c.template_id, c.status",
     )
     .bind(coupon)
-    .bind(user_id)
+    .bind(user_id.as_str())
     .bind(order_id)
     .fetch_optional(conn)
     .await?;
     let Some(row) = row else {
         return Ok(None);
     };
-    let template_id: Uuid = row.try_get("template_id")?;
+    let template_id: TemplateId = row.try_get("template_id")?;
     let status: String = row.try_get("status")?;
     let status = CouponStatus::parse(&status)
         .ok_or_else(|| EngineError::Unavailable("unknown coupon status".into()))?;

@@ -3,12 +3,12 @@
 
 // Dynamic SQL here only splices the constant column list below, never input.
 use sqlx::{AssertSqlSafe, PgPool, Row, postgres::PgRow};
-use uuid::Uuid;
 
 use super::corrupt;
 use crate::{
     domain::{
         discount::{Discount, DiscountKind},
+        ids::TemplateId,
         template::{NewTemplate, RefundPolicy, Template, TemplateStatus},
     },
     error::EngineResult,
@@ -48,7 +48,11 @@ fn template_from_row(row: &PgRow) -> EngineResult<Template> {
 }
 
 /// Inserts a validated template.
-pub async fn insert_template(pool: &PgPool, id: Uuid, t: &NewTemplate) -> EngineResult<Template> {
+pub async fn insert_template(
+    pool: &PgPool,
+    id: TemplateId,
+    t: &NewTemplate,
+) -> EngineResult<Template> {
     // The counter row is born with the template (one statement, so never one without it).
     let sql = format!(
         "WITH t AS (INSERT INTO coupon_template ({TEMPLATE_COLUMNS}) VALUES \
@@ -81,7 +85,7 @@ pub async fn insert_template(pool: &PgPool, id: Uuid, t: &NewTemplate) -> Engine
 }
 
 /// Loads a template.
-pub async fn get_template(pool: &PgPool, id: Uuid) -> EngineResult<Option<Template>> {
+pub async fn get_template(pool: &PgPool, id: TemplateId) -> EngineResult<Option<Template>> {
     let sql = format!("SELECT {TEMPLATE_COLUMNS} FROM coupon_template WHERE id = $1");
     let row = sqlx::query(AssertSqlSafe(sql))
         .bind(id)
@@ -91,7 +95,7 @@ pub async fn get_template(pool: &PgPool, id: Uuid) -> EngineResult<Option<Templa
 }
 
 /// Ids of every template (for the reconciler).
-pub async fn template_ids(pool: &PgPool) -> EngineResult<Vec<Uuid>> {
+pub async fn template_ids(pool: &PgPool) -> EngineResult<Vec<TemplateId>> {
     Ok(
         sqlx::query_scalar("SELECT id FROM coupon_template ORDER BY created_at")
             .fetch_all(pool)
@@ -102,7 +106,7 @@ pub async fn template_ids(pool: &PgPool) -> EngineResult<Vec<Uuid>> {
 /// Sets a template's status; false if it does not exist.
 pub async fn set_template_status(
     pool: &PgPool,
-    id: Uuid,
+    id: TemplateId,
     status: TemplateStatus,
 ) -> EngineResult<bool> {
     let done = sqlx::query("UPDATE coupon_template SET status = $2 WHERE id = $1")
@@ -116,7 +120,7 @@ pub async fn set_template_status(
 /// Templates background work must look at: open for claims (or closed within the last
 /// hour, while late intents may still settle), or with refunds whose stock is not back yet.
 /// Ended sales cost nothing.
-pub async fn live_template_ids(pool: &PgPool) -> EngineResult<Vec<Uuid>> {
+pub async fn live_template_ids(pool: &PgPool) -> EngineResult<Vec<TemplateId>> {
     Ok(sqlx::query_scalar(
         "SELECT id FROM coupon_template \
          WHERE status <> 'ended' AND (claim_ends_at IS NULL OR claim_ends_at > now() - interval '1 hour') \

@@ -6,7 +6,10 @@
 use sqlx::postgres::PgExecutor;
 use uuid::Uuid;
 
-use crate::error::EngineResult;
+use crate::{
+    domain::ids::{TemplateId, UserId},
+    error::EngineResult,
+};
 
 /// Which coupons a mutant's redeem UPDATE marks used. Neither checks the validity start nor
 /// the minimum order, as the engine's does.
@@ -25,7 +28,7 @@ pub async fn mark_used_if(
     conn: impl PgExecutor<'_>,
     usable: UsableIf,
     coupon: Uuid,
-    user_id: &str,
+    user_id: &UserId,
     order_id: &str,
 ) -> EngineResult<u64> {
     let sql = match usable {
@@ -40,7 +43,7 @@ pub async fn mark_used_if(
     };
     Ok(sqlx::query(sql)
         .bind(coupon)
-        .bind(user_id)
+        .bind(user_id.as_str())
         .bind(order_id)
         .execute(conn)
         .await?
@@ -52,15 +55,15 @@ pub async fn mark_used_if(
 pub async fn restore_to_user(
     conn: impl PgExecutor<'_>,
     coupon: Uuid,
-    user_id: &str,
+    user_id: &UserId,
     order_id: &str,
-) -> EngineResult<Option<Uuid>> {
+) -> EngineResult<Option<TemplateId>> {
     Ok(sqlx::query_scalar(
         "UPDATE user_coupon SET status = 'issued', order_id = NULL, used_at = NULL \
          WHERE id = $1 AND status = 'used' AND user_id = $2 AND order_id = $3 RETURNING template_id",
     )
     .bind(coupon)
-    .bind(user_id)
+    .bind(user_id.as_str())
     .bind(order_id)
     .fetch_optional(conn)
     .await?)

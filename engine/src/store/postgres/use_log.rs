@@ -5,7 +5,10 @@ use sqlx::postgres::PgExecutor;
 use uuid::Uuid;
 
 use super::is_unique_violation;
-use crate::error::{EngineError, EngineResult};
+use crate::{
+    domain::ids::UserId,
+    error::{EngineError, EngineResult},
+};
 
 /// One redemption as the log records it.
 #[derive(Debug, Clone, Copy)]
@@ -15,7 +18,7 @@ pub struct UseRecord<'a> {
     /// The order it was used for.
     pub order_id: &'a str,
     /// The coupon's owner.
-    pub user_id: &'a str,
+    pub user_id: &'a UserId,
     /// The order's amount (minor units).
     pub order_amount: i64,
     /// What was taken off it.
@@ -52,7 +55,7 @@ pub async fn log_use(
     sqlx::query(sql)
         .bind(u.coupon_id)
         .bind(u.order_id)
-        .bind(u.user_id)
+        .bind(u.user_id.as_str())
         .bind(u.order_amount)
         .bind(u.discount)
         .execute(conn)

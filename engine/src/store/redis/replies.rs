@@ -4,6 +4,8 @@
 use redis::{RedisError, RedisResult, Value};
 use uuid::Uuid;
 
+use crate::domain::ids::{RequestId, TemplateId, UserId};
+
 /// What the claim script decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimScript {
@@ -40,13 +42,13 @@ pub struct Grant {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingIntent {
     /// The template claimed from.
-    pub template_id: Uuid,
+    pub template_id: TemplateId,
     /// The idempotency key.
-    pub request_id: String,
+    pub request_id: RequestId,
     /// The coupon id to write.
     pub coupon_id: Uuid,
     /// The claimant.
-    pub user_id: String,
+    pub user_id: UserId,
     /// Epoch of the Redis state that granted it.
     pub epoch: i64,
     /// Claim time, ms since the Unix epoch.
@@ -77,15 +79,15 @@ impl PendingIntent {
     }
 
     /// Reads an intent back from its pending-hash field and value.
-    pub fn decode(template_id: Uuid, request_id: String, value: &str) -> Option<Self> {
+    pub fn decode(template_id: TemplateId, request_id: String, value: &str) -> Option<Self> {
         let mut parts = value.split('|');
         let coupon_id = parts.next()?.parse().ok()?;
-        let user_id = parts.next()?.to_owned();
+        let user_id = UserId::trusted(parts.next()?.to_owned());
         let epoch = parts.next()?.parse().ok()?;
         let claimed_at_ms = parts.next()?.parse().ok()?;
         Some(Self {
             template_id,
-            request_id,
+            request_id: RequestId::trusted(request_id),
             coupon_id,
             user_id,
             epoch,
@@ -204,15 +206,15 @@ mod tests {
         assert_eq!(RequestRecord::decode(&r.encode()), Some(r));
         assert_eq!(RequestRecord::decode("a|b|c|d"), None);
         let i = PendingIntent {
-            template_id: Uuid::nil(),
-            request_id: "r".into(),
+            template_id: Uuid::nil().into(),
+            request_id: RequestId::parse("r").expect("valid"),
             coupon_id: Uuid::from_u128(9),
-            user_id: "u".into(),
+            user_id: UserId::parse("u").expect("valid"),
             epoch: 2,
             claimed_at_ms: 5,
         };
         assert_eq!(
-            PendingIntent::decode(Uuid::nil(), "r".into(), &i.encode()),
+            PendingIntent::decode(Uuid::nil().into(), "r".into(), &i.encode()),
             Some(i)
         );
     }

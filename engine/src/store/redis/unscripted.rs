@@ -8,11 +8,14 @@ use redis::RedisResult;
 use uuid::Uuid;
 
 use super::{PendingIntent, RedisStore, RequestRecord};
-use crate::store::keys::coupon_lock;
+use crate::{
+    domain::ids::{RequestId, TemplateId, UserId},
+    store::keys::coupon_lock,
+};
 
 impl RedisStore {
     /// The template's epoch, None if absent.
-    pub async fn epoch(&self, template: Uuid) -> RedisResult<Option<i64>> {
+    pub async fn epoch(&self, template: TemplateId) -> RedisResult<Option<i64>> {
         redis::cmd("GET")
             .arg(self.keys(template).epoch)
             .query_async(&mut self.conn.clone())
@@ -22,11 +25,11 @@ impl RedisStore {
     /// The stored outcome of a claim request, undecoded (see [`RequestRecord::decode`]).
     pub async fn request_record(
         &self,
-        template: Uuid,
-        request_id: &str,
+        template: TemplateId,
+        request_id: &RequestId,
     ) -> RedisResult<Option<String>> {
         redis::cmd("GET")
-            .arg(self.keys(template).req(request_id))
+            .arg(self.keys(template).req(request_id.as_str()))
             .query_async(&mut self.conn.clone())
             .await
     }
@@ -34,13 +37,13 @@ impl RedisStore {
     /// Stores the outcome of a claim request for `ttl_secs` (at least one).
     pub async fn record_request(
         &self,
-        template: Uuid,
-        request_id: &str,
+        template: TemplateId,
+        request_id: &RequestId,
         record: &RequestRecord<'_>,
         ttl_secs: u64,
     ) -> RedisResult<()> {
         redis::cmd("SET")
-            .arg(self.keys(template).req(request_id))
+            .arg(self.keys(template).req(request_id.as_str()))
             .arg(record.encode())
             .arg("EX")
             .arg(ttl_secs.max(1))
@@ -49,10 +52,14 @@ impl RedisStore {
     }
 
     /// True while the request's intent waits in the pending hash.
-    pub async fn is_pending(&self, template: Uuid, request_id: &str) -> RedisResult<bool> {
+    pub async fn is_pending(
+        &self,
+        template: TemplateId,
+        request_id: &RequestId,
+    ) -> RedisResult<bool> {
         redis::cmd("HEXISTS")
             .arg(self.keys(template).pending)
-            .arg(request_id)
+            .arg(request_id.as_str())
             .query_async(&mut self.conn.clone())
             .await
     }
@@ -61,7 +68,7 @@ impl RedisStore {
     pub async fn put_pending(&self, intent: &PendingIntent) -> RedisResult<()> {
         redis::cmd("HSET")
             .arg(self.keys(intent.template_id).pending)
-            .arg(&intent.request_id)
+            .arg(intent.request_id.as_str())
             .arg(intent.encode())
             .query_async::<i64>(&mut self.conn.clone())
             .await
@@ -69,29 +76,37 @@ impl RedisStore {
     }
 
     /// Removes the request's intent from the pending hash, whoever's it is.
-    pub async fn drop_pending(&self, template: Uuid, request_id: &str) -> RedisResult<()> {
+    pub async fn drop_pending(
+        &self,
+        template: TemplateId,
+        request_id: &RequestId,
+    ) -> RedisResult<()> {
         redis::cmd("HDEL")
             .arg(self.keys(template).pending)
-            .arg(request_id)
+            .arg(request_id.as_str())
             .query_async::<i64>(&mut self.conn.clone())
             .await
             .map(drop)
     }
 
     /// Coupons `user_id` holds against the limit, None if the user has none recorded.
-    pub async fn claimed_by(&self, template: Uuid, user_id: &str) -> RedisResult<Option<i64>> {
+    pub async fn claimed_by(
+        &self,
+        template: TemplateId,
+        user_id: &UserId,
+    ) -> RedisResult<Option<i64>> {
         redis::cmd("HGET")
             .arg(self.keys(template).claimed)
-            .arg(user_id)
+            .arg(user_id.as_str())
             .query_async(&mut self.conn.clone())
             .await
     }
 
     /// Counts one more coupon against `user_id`'s limit.
-    pub async fn add_claimed(&self, template: Uuid, user_id: &str) -> RedisResult<()> {
+    pub async fn add_claimed(&self, template: TemplateId, user_id: &UserId) -> RedisResult<()> {
         redis::cmd("HINCRBY")
             .arg(self.keys(template).claimed)
-            .arg(user_id)
+            .arg(user_id.as_str())
             .arg(1)
             .query_async::<i64>(&mut self.conn.clone())
             .await
@@ -99,7 +114,7 @@ impl RedisStore {
     }
 
     /// Takes one from the stock, whatever it holds; returns what is left.
-    pub async fn take_stock(&self, template: Uuid) -> RedisResult<i64> {
+    pub async fn take_stock(&self, template: TemplateId) -> RedisResult<i64> {
         redis::cmd("DECR")
             .arg(self.keys(template).stock)
             .query_async(&mut self.conn.clone())
@@ -107,7 +122,7 @@ impl RedisStore {
     }
 
     /// Gives one back to the stock, outside any outbox or epoch.
-    pub async fn give_stock(&self, template: Uuid) -> RedisResult<()> {
+    pub async fn give_stock(&self, template: TemplateId) -> RedisResult<()> {
         redis::cmd("INCR")
             .arg(self.keys(template).stock)
             .query_async::<i64>(&mut self.conn.clone())
