@@ -154,7 +154,7 @@ impl CouponEngine {
                 request_id,
                 user_id,
                 limit,
-                Uuid::new_v4(),
+                Uuid::now_v7(),
                 now_ms,
                 ttl_secs,
             )

@@ -29,6 +29,18 @@ fn table(s: &mut String, header: &[&str], rows: impl Iterator<Item = Vec<String>
 /// The Markdown text of `r`.
 pub(crate) fn render(r: &Report) -> String {
     let mut s = String::new();
+    header(&mut s, r);
+    faults_and_invariants(&mut s, r);
+    throughput(&mut s, r);
+    latency_and_statuses(&mut s, r);
+    thresholds(&mut s, r);
+    baseline(&mut s, r);
+    configuration(&mut s, r);
+    s
+}
+
+/// Title, run line, and why the run failed.
+fn header(s: &mut String, r: &Report) {
     let mark = if r.exit_code == 0 { "✅" } else { "❌" };
     let _ = writeln!(
         s,
@@ -55,6 +67,10 @@ pub(crate) fn render(r: &Report) -> String {
         }
         s.push('\n');
     }
+}
+
+/// The faults injected and the invariant table, with the evidence of each violation.
+fn faults_and_invariants(s: &mut String, r: &Report) {
     if !r.nemesis.is_empty() {
         let _ = writeln!(
             s,
@@ -88,6 +104,10 @@ pub(crate) fn render(r: &Report) -> String {
             let _ = writeln!(s, "- … {} more in report.json", i.details.len() - SHOWN);
         }
     }
+}
+
+/// Throughput, then the per-run and per-server shares when there are several.
+fn throughput(s: &mut String, r: &Report) {
     let t = &r.throughput;
     let _ = writeln!(
         s,
@@ -104,7 +124,7 @@ pub(crate) fn render(r: &Report) -> String {
     if !r.runs.is_empty() {
         s.push_str("\n## Merged runs (each with its own clock; throughput above is their sum)\n\n");
         table(
-            &mut s,
+            s,
             &super::RunFigures::HEADER,
             r.runs.iter().map(super::RunFigures::cells),
         );
@@ -112,11 +132,15 @@ pub(crate) fn render(r: &Report) -> String {
     if !r.servers.is_empty() {
         s.push_str("\n## Servers\n\n");
         table(
-            &mut s,
+            s,
             &crate::shares::ServerShare::HEADER,
             r.servers.iter().map(crate::shares::ServerShare::cells),
         );
     }
+}
+
+/// Exact latency percentiles and status counts per endpoint.
+fn latency_and_statuses(s: &mut String, r: &Report) {
     let _ = writeln!(
         s,
         "\n## Latency per endpoint (ms, exact)\n\n| endpoint | requests | 2xx | refused | timeout/5xx | p50 | p95 | p99 | max |\n|---|---|---|---|---|---|---|---|---|"
@@ -142,6 +166,10 @@ pub(crate) fn render(r: &Report) -> String {
             c.count
         );
     }
+}
+
+/// Goose's own threshold rules, when the run set any.
+fn thresholds(s: &mut String, r: &Report) {
     if !r.thresholds.is_empty() {
         let _ = writeln!(
             s,
@@ -161,6 +189,10 @@ pub(crate) fn render(r: &Report) -> String {
             );
         }
     }
+}
+
+/// The comparison with a committed baseline, when one was given.
+fn baseline(s: &mut String, r: &Report) {
     if let Some(b) = &r.baseline {
         let _ = writeln!(
             s,
@@ -198,10 +230,13 @@ pub(crate) fn render(r: &Report) -> String {
             );
         }
     }
+}
+
+/// The run's configuration, folded.
+fn configuration(s: &mut String, r: &Report) {
     let _ = writeln!(
         s,
         "\n<details><summary>Configuration</summary>\n\n```json\n{}\n```\n</details>",
         serde_json::to_string_pretty(&r.config).unwrap_or_default()
     );
-    s
 }
