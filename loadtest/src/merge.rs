@@ -10,19 +10,18 @@ use std::{collections::BTreeMap, path::PathBuf};
 use anyhow::{Context, bail};
 use clap::Parser;
 use serde_json::json;
-use time::{OffsetDateTime, format_description::well_known::Rfc3339};
+use time::OffsetDateTime;
 
 use crate::{
     acks::{Event, Recorded},
     api::Api,
-    audit, checks,
+    audit,
     progress::phase,
     record::{self, RunRecord},
     report::{self, Report, RunFigures},
-    runner, setup, shares, stats,
+    runner, setup, stats,
     tally::Tally,
     templates::TemplateInfo,
-    timeline,
     verdict::Verdict,
 };
 
@@ -196,29 +195,14 @@ pub(crate) async fn run(cli: AuditCli) -> anyhow::Result<u8> {
             endpoints: stats::endpoints(t),
         })
         .collect();
-    // The generators ran side by side: their rates add up (each over its own span).
-    let mut throughput = stats::throughput(tally);
-    throughput.requests_per_sec = figures.iter().map(|f| f.throughput.requests_per_sec).sum();
-    throughput.claims_per_sec = figures.iter().map(|f| f.throughput.claims_per_sec).sum();
-    throughput.granted_per_sec = figures.iter().map(|f| f.throughput.granted_per_sec).sum();
-
     let verdict = Verdict::decide(invariants.iter().all(|i| i.passed), true, true);
     let mut scenarios: Vec<&str> = runs.iter().map(|r| r.record.scenario.as_str()).collect();
     scenarios.dedup();
     let dir = runner::run_dir(&cli.report_dir, started_at, "audit")?;
-    let report = Report {
-        schema_version: report::SCHEMA_VERSION,
-        tool: format!("coupon-loadtest {}", env!("CARGO_PKG_VERSION")),
-        run_id: runner::dir_name(&dir),
+    let heading = report::Heading {
+        dir: &dir,
         scenario: scenarios.join("+"),
-        verdict: verdict.label().to_owned(),
-        outcome: verdict,
-        exit_code: verdict.exit_code(),
-        started_at: started_at.format(&Rfc3339).unwrap_or_default(),
-        finished_at: OffsetDateTime::now_utc()
-            .format(&Rfc3339)
-            .unwrap_or_default(),
-        git_commit: runner::git_commit(),
+        started_at,
         target: format!(
             "merged audit of {} run(s) against {} (audited through {target})",
             runs.len(),
@@ -228,24 +212,15 @@ pub(crate) async fn run(cli: AuditCli) -> anyhow::Result<u8> {
             "merged_runs": runs.iter().map(|r| r.dir.display().to_string()).collect::<Vec<_>>(),
             "audited_through": target,
         }),
-        claims_over_time: stats::claims_over_time(tally, &templates),
-        templates,
-        status_codes: stats::status_codes(tally),
-        throughput,
-        endpoints: stats::endpoints(tally),
-        failures: checks::failures(&invariants),
-        invariants,
-        audits,
-        thresholds: Vec::new(),
-        baseline: None,
-        goose_reports: Vec::new(),
-        timeline: timeline::timeline(tally),
-        peak_rss_mib: None,
-        servers: shares::shares(tally, &servers),
-        audited: true,
-        runs: figures,
-        nemesis: Vec::new(),
     };
+    let mut report = Report::assemble(heading, verdict, invariants, tally, templates, &servers);
+    // The generators ran side by side: their rates add up (each over its own span).
+    let t = &mut report.throughput;
+    t.requests_per_sec = figures.iter().map(|f| f.throughput.requests_per_sec).sum();
+    t.claims_per_sec = figures.iter().map(|f| f.throughput.claims_per_sec).sum();
+    t.granted_per_sec = figures.iter().map(|f| f.throughput.granted_per_sec).sum();
+    report.audits = audits;
+    report.runs = figures;
     phase("report", format!("writing {}", dir.display()));
     report::write_all(&dir, &report)?;
     runner::summarise(&report, &dir);

@@ -6,12 +6,14 @@ use std::{
 };
 
 use anyhow::{Context, bail};
+use coupon_engine::AuditReport;
 use serde_json::json;
-use time::{OffsetDateTime, format_description::well_known::Rfc3339, macros::format_description};
+use time::{OffsetDateTime, macros::format_description};
 
 use crate::{
     acks::AckLog,
-    attack, audit, baseline, checks,
+    attack, audit, baseline,
+    checks::InvariantResult,
     cli::Settings,
     nemesis,
     progress::phase,
@@ -19,6 +21,7 @@ use crate::{
     report::{self, Report},
     scenarios::Ctx,
     setup, stats,
+    tally::Tally,
     verdict::Verdict,
 };
 
@@ -60,30 +63,10 @@ fn start_nemesis(
 /// Runs everything; `Err` is a setup or infrastructure error (exit 3).
 pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
     let started_at = OffsetDateTime::now_utc();
-    let fixture = setup::prepare(&s).await?;
+    let mut fixture = setup::prepare(&s).await?;
     let dir = run_dir(&s.report_dir, started_at, s.scenario.name())?;
 
-    let how_long = match (s.duration, s.iterations) {
-        (Some(d), _) => format!("{d} s after ramp-up"),
-        (None, Some(n)) => format!("{n} iterations per user"),
-        (None, None) => "until stopped".to_owned(),
-    };
-    phase(
-        "run",
-        format!(
-            "{}: {} Goose users (+{}/s), {} shoppers, {how_long}, against {}{}",
-            s.scenario.name(),
-            s.users,
-            s.increase_rate,
-            s.customers,
-            fixture.bases.join(", "),
-            if fixture.bases.len() > 1 {
-                format!(" (spread: {})", spread_name(&s))
-            } else {
-                String::new()
-            }
-        ),
-    );
+    announce(&s, &fixture);
     let mut ctx = Ctx::new(
         &s,
         fixture.templates.clone(),
@@ -118,21 +101,7 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
         );
     }
 
-    record::write(
-        &dir,
-        &RunRecord {
-            record_version: record::RECORD_VERSION,
-            run_id: dir_name(&dir),
-            scenario: s.scenario.name().to_owned(),
-            servers: fixture.bases.clone(),
-            run_tag: fixture.run_tag.clone(),
-            customers: fixture.customers.len(),
-            templates: fixture.templates.clone(),
-            users: s.users,
-            epoch_unix_us: ctx.epoch_unix_us,
-            audited: !s.no_audit,
-        },
-    )?;
+    write_record(&s, &fixture, &dir, ctx.epoch_unix_us)?;
     let (audits, invariants) = if s.no_audit {
         phase(
             "audit",
@@ -148,7 +117,7 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
         )
         .await?
     };
-    if let Some(server) = fixture.server {
+    if let Some(server) = fixture.server.take() {
         server
             .stop()
             .await
@@ -156,70 +125,123 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
     }
 
     phase("report", format!("writing {}", dir.display()));
-    let config = config_json(&s);
-    let throughput = stats::throughput(tally);
-    let endpoints = stats::endpoints(tally);
+    let heading = report::Heading {
+        dir: &dir,
+        scenario: s.scenario.name().to_owned(),
+        started_at,
+        target: fixture.target_description.clone(),
+        config: config_json(&s),
+    };
+    let findings = (audits, invariants);
+    let report = build_report(&s, heading, &fixture, attack, nemesis, tally, findings)?;
+    let verdict = report.outcome;
+    report::write_all(&dir, &report)?;
+    summarise(&report, &dir);
+    Ok(verdict)
+}
+
+/// The run's report: the verdict on its invariants, Goose's thresholds and the baseline.
+fn build_report(
+    s: &Settings,
+    heading: report::Heading<'_>,
+    fixture: &setup::Fixture,
+    attack: attack::AttackResult,
+    nemesis: Vec<nemesis::NemesisEvent>,
+    tally: &Tally,
+    findings: (Vec<AuditReport>, Vec<InvariantResult>),
+) -> anyhow::Result<Report> {
     let comparison = match &s.baseline {
         Some(file) => Some(baseline::compare(
             file,
             s.tolerances,
             s.scenario.name(),
-            &config,
-            &throughput,
-            &endpoints,
+            &heading.config,
+            &stats::throughput(tally),
+            &stats::endpoints(tally),
         )?),
         None => None,
     };
+    let (audits, invariants) = findings;
     let invariants_ok = invariants.iter().all(|i| i.passed);
     let thresholds_ok = attack.thresholds.iter().all(|t| t.passed);
     let no_regression = comparison.as_ref().is_none_or(baseline::Comparison::passed);
     let verdict = Verdict::decide(invariants_ok, thresholds_ok, no_regression);
-    let mut failures = checks::failures(&invariants);
+    let mut report = Report::assemble(
+        heading,
+        verdict,
+        invariants,
+        tally,
+        fixture.templates.clone(),
+        &fixture.bases,
+    );
     for t in attack.thresholds.iter().filter(|t| !t.passed) {
-        failures.push(format!(
+        report.failures.push(format!(
             "threshold `{}` failed: observed {}",
             t.rule, t.observed
         ));
     }
     if let Some(c) = &comparison {
-        failures.extend(c.regressions.iter().map(|r| format!("regression: {r}")));
+        report
+            .failures
+            .extend(c.regressions.iter().map(|r| format!("regression: {r}")));
     }
-    let report = Report {
-        schema_version: report::SCHEMA_VERSION,
-        tool: format!("coupon-loadtest {}", env!("CARGO_PKG_VERSION")),
-        run_id: dir_name(&dir),
-        scenario: s.scenario.name().to_owned(),
-        verdict: verdict.label().to_owned(),
-        outcome: verdict,
-        exit_code: verdict.exit_code(),
-        started_at: started_at.format(&Rfc3339).unwrap_or_default(),
-        finished_at: OffsetDateTime::now_utc()
-            .format(&Rfc3339)
-            .unwrap_or_default(),
-        git_commit: git_commit(),
-        target: fixture.target_description.clone(),
-        config,
-        templates: fixture.templates.clone(),
-        claims_over_time: stats::claims_over_time(tally, &fixture.templates),
-        status_codes: stats::status_codes(tally),
-        throughput,
-        endpoints,
-        invariants,
-        audits,
-        thresholds: attack.thresholds,
-        baseline: comparison,
-        goose_reports: attack.goose_reports,
-        timeline: crate::timeline::timeline(tally),
-        peak_rss_mib: report::peak_rss_mib(),
-        servers: crate::shares::shares(tally, &fixture.bases),
-        audited: !s.no_audit,
-        runs: Vec::new(),
-        nemesis,
-        failures,
+    report.audits = audits;
+    report.thresholds = attack.thresholds;
+    report.baseline = comparison;
+    report.goose_reports = attack.goose_reports;
+    report.peak_rss_mib = report::peak_rss_mib();
+    report.audited = !s.no_audit;
+    report.nemesis = nemesis;
+    Ok(report)
+}
+
+/// Says what is about to run.
+fn announce(s: &Settings, fixture: &setup::Fixture) {
+    let how_long = match (s.duration, s.iterations) {
+        (Some(d), _) => format!("{d} s after ramp-up"),
+        (None, Some(n)) => format!("{n} iterations per user"),
+        (None, None) => "until stopped".to_owned(),
     };
-    report::write_all(&dir, &report)?;
-    summarise(&report, &dir);
-    Ok(verdict)
+    phase(
+        "run",
+        format!(
+            "{}: {} Goose users (+{}/s), {} shoppers, {how_long}, against {}{}",
+            s.scenario.name(),
+            s.users,
+            s.increase_rate,
+            s.customers,
+            fixture.bases.join(", "),
+            if fixture.bases.len() > 1 {
+                format!(" (spread: {})", spread_name(s))
+            } else {
+                String::new()
+            }
+        ),
+    );
+}
+
+/// The run's record beside its answers, so that `coupon-loadtest audit` can merge it.
+fn write_record(
+    s: &Settings,
+    fixture: &setup::Fixture,
+    dir: &Path,
+    epoch_unix_us: u64,
+) -> anyhow::Result<()> {
+    record::write(
+        dir,
+        &RunRecord {
+            record_version: record::RECORD_VERSION,
+            run_id: dir_name(dir),
+            scenario: s.scenario.name().to_owned(),
+            servers: fixture.bases.clone(),
+            run_tag: fixture.run_tag.clone(),
+            customers: fixture.customers.len(),
+            templates: fixture.templates.clone(),
+            users: s.users,
+            epoch_unix_us,
+            audited: !s.no_audit,
+        },
+    )
 }
 
 /// The run directory's name (its id).

@@ -2,6 +2,7 @@
 //! three ways — `report.json`, `report.md` (CI job summaries) and a self-contained
 //! `index.html` (inline CSS and SVG, no scripts, no network) — beside Goose's own reports.
 
+mod assemble;
 mod html;
 mod json;
 mod md;
@@ -9,6 +10,8 @@ mod svg;
 mod timeline_svg;
 
 use std::path::Path;
+
+pub(crate) use assemble::Heading;
 
 use anyhow::Context;
 use coupon_engine::AuditReport;
