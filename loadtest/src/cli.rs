@@ -280,116 +280,31 @@ const MAX_SERVERS: usize = 16;
 /// Most shoppers minted by default.
 const MAX_DEFAULT_CUSTOMERS: usize = 20_000;
 
+/// The sizes of a run, resolved.
+struct Sizes {
+    users: usize,
+    stock: i64,
+    per_user_limit: i32,
+    customers: usize,
+}
+
 impl Cli {
     /// Resolves defaults and validates combinations.
     pub(crate) fn settings(self) -> anyhow::Result<Settings> {
         let kind = self.scenario;
-        let users = self.users.unwrap_or(match kind {
-            ScenarioKind::FlashSale => 200,
-            ScenarioKind::Lifecycle => 50,
-            ScenarioKind::Mixed => 100,
-        });
-        if users == 0 {
-            bail!("--users must be at least 1");
-        }
-        let stock = self.stock.unwrap_or(match kind {
-            ScenarioKind::FlashSale => 500,
-            ScenarioKind::Lifecycle => 1_000_000,
-            ScenarioKind::Mixed => 200,
-        });
-        if !(1..=1_000_000_000).contains(&stock) {
-            bail!("--stock must be between 1 and 1000000000");
-        }
-        let per_user_limit = self.per_user_limit.unwrap_or(match kind {
-            ScenarioKind::FlashSale | ScenarioKind::Mixed => 1,
-            ScenarioKind::Lifecycle => 10_000,
-        });
-        if !(1..=10_000).contains(&per_user_limit) {
-            bail!("--per-user-limit must be between 1 and 10000");
-        }
-        let customers = match self.customers {
-            Some(n) => n,
-            None => match kind {
-                ScenarioKind::FlashSale => {
-                    let want = usize::try_from(stock)
-                        .unwrap_or(usize::MAX)
-                        .saturating_mul(2)
-                        .saturating_add(users);
-                    want.min(MAX_DEFAULT_CUSTOMERS.max(users))
-                }
-                ScenarioKind::Lifecycle => users * 4,
-                ScenarioKind::Mixed => users * 8,
-            },
-        };
-        if customers < users || customers < 2 {
-            bail!("--customers must be at least --users and at least 2 (got {customers})");
-        }
+        let Sizes {
+            users,
+            stock,
+            per_user_limit,
+            customers,
+        } = self.sizes()?;
         let increase_rate = self.increase_rate.unwrap_or(users as f64);
         if !(increase_rate.is_finite() && increase_rate > 0.0) {
             bail!("--increase-rate must be a positive number");
         }
-        let duration = match (self.duration, self.iterations) {
-            (Some(0), _) => bail!("--duration must be at least 1 second"),
-            (Some(d), _) => Some(d),
-            (None, Some(_)) => None,
-            (None, None) => Some(20),
-        };
-        if self.iterations == Some(0) {
-            bail!("--iterations must be at least 1");
-        }
-        if !self.targets.is_empty() {
-            if self.mutant != Variant::Correct {
-                bail!("--mutant applies to the in-process server only, not to --target");
-            }
-            if self.persistence != Persistence::Sync {
-                bail!("--persistence applies to the in-process server only, not to --target");
-            }
-            if self.nemesis.is_some() {
-                bail!(
-                    "--nemesis needs the in-process server (it restarts the run's own Redis), not --target"
-                );
-            }
-            if self.redis_cluster {
-                bail!("--redis-cluster applies to the in-process server only, not to --target");
-            }
-        }
-        if self.redis_cluster && self.nemesis.is_some_and(|n| !n.needs_cluster()) {
-            bail!(
-                "--nemesis redis-stale-restart restarts one redis-server: not with --redis-cluster"
-            );
-        }
-        for t in &self.targets {
-            if !(t.starts_with("http://") || t.starts_with("https://")) {
-                bail!("--target must be an http:// or https:// URL, not {t:?}");
-            }
-        }
-        if self.template.is_some() && kind != ScenarioKind::FlashSale {
-            bail!(
-                "--template drives the hot template of flash-sale; other scenarios seed their own"
-            );
-        }
-        if let Some(n) = self.servers
-            && !(1..=MAX_SERVERS).contains(&n)
-        {
-            bail!("--servers must be between 1 and {MAX_SERVERS}");
-        }
-        if !(self.tolerance_throughput > 0.0 && self.tolerance_throughput <= 1.0) {
-            bail!("--tolerance-throughput must be in (0, 1]");
-        }
-        if self.tolerance_latency < 1.0 {
-            bail!("--tolerance-latency must be at least 1.0");
-        }
-        if !(0.0..=1.0).contains(&self.duplicate_rate) {
-            bail!("--duplicate-rate must be in [0, 1]");
-        }
-        if self.request_timeout == 0 {
-            bail!("--request-timeout must be at least 1 second");
-        }
-        for rule in &self.thresholds {
-            rule.parse::<goose::threshold::Threshold>()
-                .map_err(|e| anyhow::anyhow!("{e}"))
-                .with_context(|| format!("--threshold {rule:?}"))?;
-        }
+        let duration = self.run_length()?;
+        self.check_targets()?;
+        self.check_tuning()?;
         let seed = self.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -435,6 +350,136 @@ impl Cli {
             seed,
             goose_quiet: self.goose_quiet,
         })
+    }
+
+    /// Users, stock, per-user limit and shoppers: the scenario's defaults, checked.
+    fn sizes(&self) -> anyhow::Result<Sizes> {
+        let kind = self.scenario;
+        let users = self.users.unwrap_or(match kind {
+            ScenarioKind::FlashSale => 200,
+            ScenarioKind::Lifecycle => 50,
+            ScenarioKind::Mixed => 100,
+        });
+        if users == 0 {
+            bail!("--users must be at least 1");
+        }
+        let stock = self.stock.unwrap_or(match kind {
+            ScenarioKind::FlashSale => 500,
+            ScenarioKind::Lifecycle => 1_000_000,
+            ScenarioKind::Mixed => 200,
+        });
+        if !(1..=1_000_000_000).contains(&stock) {
+            bail!("--stock must be between 1 and 1000000000");
+        }
+        let per_user_limit = self.per_user_limit.unwrap_or(match kind {
+            ScenarioKind::FlashSale | ScenarioKind::Mixed => 1,
+            ScenarioKind::Lifecycle => 10_000,
+        });
+        if !(1..=10_000).contains(&per_user_limit) {
+            bail!("--per-user-limit must be between 1 and 10000");
+        }
+        let customers = match self.customers {
+            Some(n) => n,
+            None => match kind {
+                ScenarioKind::FlashSale => {
+                    let want = usize::try_from(stock)
+                        .unwrap_or(usize::MAX)
+                        .saturating_mul(2)
+                        .saturating_add(users);
+                    want.min(MAX_DEFAULT_CUSTOMERS.max(users))
+                }
+                ScenarioKind::Lifecycle => users * 4,
+                ScenarioKind::Mixed => users * 8,
+            },
+        };
+        if customers < users || customers < 2 {
+            bail!("--customers must be at least --users and at least 2 (got {customers})");
+        }
+        Ok(Sizes {
+            users,
+            stock,
+            per_user_limit,
+            customers,
+        })
+    }
+
+    /// How long the attack runs: `--duration` seconds, or `--iterations` per user.
+    fn run_length(&self) -> anyhow::Result<Option<u64>> {
+        let duration = match (self.duration, self.iterations) {
+            (Some(0), _) => bail!("--duration must be at least 1 second"),
+            (Some(d), _) => Some(d),
+            (None, Some(_)) => None,
+            (None, None) => Some(20),
+        };
+        if self.iterations == Some(0) {
+            bail!("--iterations must be at least 1");
+        }
+        Ok(duration)
+    }
+
+    /// The options that need the in-process server, refused with `--target`, and the
+    /// targets' form.
+    fn check_targets(&self) -> anyhow::Result<()> {
+        let kind = self.scenario;
+        if !self.targets.is_empty() {
+            if self.mutant != Variant::Correct {
+                bail!("--mutant applies to the in-process server only, not to --target");
+            }
+            if self.persistence != Persistence::Sync {
+                bail!("--persistence applies to the in-process server only, not to --target");
+            }
+            if self.nemesis.is_some() {
+                bail!(
+                    "--nemesis needs the in-process server (it restarts the run's own Redis), not --target"
+                );
+            }
+            if self.redis_cluster {
+                bail!("--redis-cluster applies to the in-process server only, not to --target");
+            }
+        }
+        if self.redis_cluster && self.nemesis.is_some_and(|n| !n.needs_cluster()) {
+            bail!(
+                "--nemesis redis-stale-restart restarts one redis-server: not with --redis-cluster"
+            );
+        }
+        for t in &self.targets {
+            if !(t.starts_with("http://") || t.starts_with("https://")) {
+                bail!("--target must be an http:// or https:// URL, not {t:?}");
+            }
+        }
+        if self.template.is_some() && kind != ScenarioKind::FlashSale {
+            bail!(
+                "--template drives the hot template of flash-sale; other scenarios seed their own"
+            );
+        }
+        Ok(())
+    }
+
+    /// Server count, tolerances, rates, timeouts and Goose threshold rules.
+    fn check_tuning(&self) -> anyhow::Result<()> {
+        if let Some(n) = self.servers
+            && !(1..=MAX_SERVERS).contains(&n)
+        {
+            bail!("--servers must be between 1 and {MAX_SERVERS}");
+        }
+        if !(self.tolerance_throughput > 0.0 && self.tolerance_throughput <= 1.0) {
+            bail!("--tolerance-throughput must be in (0, 1]");
+        }
+        if self.tolerance_latency < 1.0 {
+            bail!("--tolerance-latency must be at least 1.0");
+        }
+        if !(0.0..=1.0).contains(&self.duplicate_rate) {
+            bail!("--duplicate-rate must be in [0, 1]");
+        }
+        if self.request_timeout == 0 {
+            bail!("--request-timeout must be at least 1 second");
+        }
+        for rule in &self.thresholds {
+            rule.parse::<goose::threshold::Threshold>()
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .with_context(|| format!("--threshold {rule:?}"))?;
+        }
+        Ok(())
     }
 }
 
