@@ -81,36 +81,29 @@ pub async fn heal(target: &Target) {
 }
 
 async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
+    match fault {
+        Fault::FailClaimAfterRedis { .. }
+        | Fault::DelayClaimAfterRedis { .. }
+        | Fault::FailClaimAfterPersist { .. }
+        | Fault::FailRefundAfterCommit { .. }
+        | Fault::FailRedeemAfterUpdate { .. } => failpoint(t, fault),
+        Fault::KillRedis
+        | Fault::PauseRedis { .. }
+        | Fault::StaleRdbRestart { .. }
+        | Fault::AofLossRestart { .. } => redis_process(t, fault).await,
+        Fault::DropTemplateKeys { .. }
+        | Fault::ScriptFlush
+        | Fault::EvictKey { .. }
+        | Fault::AbortRebuild { .. } => redis_data(t, fault).await,
+        Fault::KillSlotMaster { .. } | Fault::LaggingTakeover { .. } => cluster(t, fault).await,
+        Fault::TerminateBackends | Fault::CrashPostgres => postgres(t, fault).await,
+    }
+}
+
+/// Failpoints: the engine fails or stalls at a chosen step.
+fn failpoint(t: &Target, fault: &Fault) -> anyhow::Result<String> {
     let fp = t.engine.failpoints();
     Ok(match fault {
-        Fault::DropTemplateKeys { template } => {
-            let n = t
-                .engine
-                .redis()
-                .drop_template_keys(template_id(t, *template))
-                .await?;
-            format!("dropped {n} keys")
-        }
-        Fault::ScriptFlush => {
-            if t.cluster.is_none() {
-                own_redis(t)?;
-            }
-            redis::cmd("SCRIPT")
-                .arg("FLUSH")
-                .query_async::<()>(&mut t.engine.redis().connection())
-                .await?;
-            "scripts flushed".into()
-        }
-        Fault::TerminateBackends => {
-            let mut conn = sqlx::PgConnection::connect(&t.database_url).await?;
-            let n: i64 = sqlx::query_scalar(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
-            )
-            .fetch_one(&mut conn)
-            .await?;
-            format!("terminated {n} backends")
-        }
         Fault::FailClaimAfterRedis { n } => {
             arm(fp, Failpoint::ClaimAfterRedis, FailAction::Error(*n))
         }
@@ -128,6 +121,13 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
         Fault::FailRedeemAfterUpdate { n } => {
             arm(fp, Failpoint::RedeemAfterUpdate, FailAction::Error(*n))
         }
+        other => anyhow::bail!("not a failpoint fault: {other:?}"),
+    })
+}
+
+/// The case's own redis-server killed, paused, or restarted from an older state.
+async fn redis_process(t: &Target, fault: &Fault) -> anyhow::Result<String> {
+    Ok(match fault {
         Fault::KillRedis => {
             blocking(own_redis(t)?, LocalRedis::restart).await?;
             "redis killed (SIGKILL) and restarted empty".into()
@@ -153,6 +153,32 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
             blocking(&r, move |r| r.restart_from_aof(&aof)).await?;
             format!("redis restarted from an AOF copied {lag_ms}ms earlier")
         }
+        other => anyhow::bail!("not a redis process fault: {other:?}"),
+    })
+}
+
+/// Redis keeps running but loses keys or scripts; or a rebuild dies after its Redis write.
+async fn redis_data(t: &Target, fault: &Fault) -> anyhow::Result<String> {
+    let fp = t.engine.failpoints();
+    Ok(match fault {
+        Fault::DropTemplateKeys { template } => {
+            let n = t
+                .engine
+                .redis()
+                .drop_template_keys(template_id(t, *template))
+                .await?;
+            format!("dropped {n} keys")
+        }
+        Fault::ScriptFlush => {
+            if t.cluster.is_none() {
+                own_redis(t)?;
+            }
+            redis::cmd("SCRIPT")
+                .arg("FLUSH")
+                .query_async::<()>(&mut t.engine.redis().connection())
+                .await?;
+            "scripts flushed".into()
+        }
         Fault::EvictKey { template, key } => {
             let keys = t.engine.redis().keys(template_id(t, *template));
             let name = match key {
@@ -175,6 +201,13 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
                 .await?;
             format!("dropped {n} keys; the next rebuild dies after its Redis write")
         }
+        other => anyhow::bail!("not a redis data fault: {other:?}"),
+    })
+}
+
+/// Failovers of the case's own Redis Cluster.
+async fn cluster(t: &Target, fault: &Fault) -> anyhow::Result<String> {
+    Ok(match fault {
         Fault::KillSlotMaster { template } => {
             let key = t.engine.redis().keys(template_id(t, *template)).stock;
             let f = blocking(own_cluster(t)?, move |c| {
@@ -202,6 +235,23 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
                 f.new_master, f.old_master
             )
         }
+        other => anyhow::bail!("not a cluster fault: {other:?}"),
+    })
+}
+
+/// The case's Postgres loses its connections or crashes.
+async fn postgres(t: &Target, fault: &Fault) -> anyhow::Result<String> {
+    Ok(match fault {
+        Fault::TerminateBackends => {
+            let mut conn = sqlx::PgConnection::connect(&t.database_url).await?;
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            )
+            .fetch_one(&mut conn)
+            .await?;
+            format!("terminated {n} backends")
+        }
         Fault::CrashPostgres => {
             let pg = t
                 .postgres
@@ -214,6 +264,7 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
                 started.elapsed()
             )
         }
+        other => anyhow::bail!("not a postgres fault: {other:?}"),
     })
 }
 
