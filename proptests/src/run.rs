@@ -85,53 +85,78 @@ impl CaseReport {
     }
 }
 
+/// The stores a case runs on: the shared ones, or stores of its own for the faults that
+/// kill, restart, fail over or crash them.
+struct CaseStores {
+    backends: Arc<Backends>,
+    redis: Option<Arc<tokio::sync::Mutex<LocalRedis>>>,
+    cluster: Option<Arc<tokio::sync::Mutex<LocalCluster>>>,
+    postgres: Option<Arc<LocalPostgres>>,
+    failover: bool,
+}
+
+impl CaseStores {
+    async fn provision(scenario: &Scenario) -> anyhow::Result<Self> {
+        let shared = shared_backends().await?;
+        let failover = scenario.faults.iter().any(|f| f.fault.needs_cluster());
+        let own_cluster = if failover {
+            let cluster =
+                tokio::task::spawn_blocking(|| LocalCluster::start(RedisPersistence::None))
+                    .await??;
+            Some(Arc::new(tokio::sync::Mutex::new(cluster)))
+        } else {
+            None
+        };
+        let own_postgres = if scenario.faults.iter().any(|f| f.fault.needs_own_postgres()) {
+            // Asynchronous commits of a small case stay in shared memory, unwritten, for up to
+            // 10 s (the most Postgres allows; it writes sooner only once a WAL page fills), so an
+            // acknowledgement that did not wait for its commit to be written is lost by the crash
+            // whenever it strikes, not only within the default 200 ms.
+            let pg = tokio::task::spawn_blocking(|| {
+                LocalPostgres::start_with(&["wal_writer_delay=10s"])
+            })
+            .await??;
+            Some(Arc::new(pg))
+        } else {
+            None
+        };
+        let database_url = own_postgres
+            .as_ref()
+            .map_or_else(|| shared.database_url.clone(), |pg| pg.url());
+        let own_redis = if scenario.faults.is_empty() || failover {
+            None
+        } else {
+            // With AOF on, so the restarts that make Redis stale have something to restart from.
+            Some(Arc::new(tokio::sync::Mutex::new(LocalRedis::start_with(
+                RedisPersistence::Aof,
+            )?)))
+        };
+        let backends = match (&own_redis, &own_cluster) {
+            (Some(r), _) => Arc::new(Backends::with_urls(
+                r.lock().await.url(),
+                database_url,
+                None,
+            )),
+            (None, Some(c)) => Arc::new(Backends::with_target(
+                c.lock().await.target(),
+                database_url,
+                None,
+            )),
+            (None, None) => shared,
+        };
+        Ok(Self {
+            backends,
+            redis: own_redis,
+            cluster: own_cluster,
+            postgres: own_postgres,
+            failover,
+        })
+    }
+}
+
 /// Runs `scenario` and checks I1–I9.
 pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<CaseReport> {
-    let shared = shared_backends().await?;
-    let failover = scenario.faults.iter().any(|f| f.fault.needs_cluster());
-    let own_cluster = if failover {
-        let cluster =
-            tokio::task::spawn_blocking(|| LocalCluster::start(RedisPersistence::None)).await??;
-        Some(Arc::new(tokio::sync::Mutex::new(cluster)))
-    } else {
-        None
-    };
-    let own_postgres = if scenario.faults.iter().any(|f| f.fault.needs_own_postgres()) {
-        // Asynchronous commits of a small case stay in shared memory, unwritten, for up to
-        // 10 s (the most Postgres allows; it writes sooner only once a WAL page fills), so an
-        // acknowledgement that did not wait for its commit to be written is lost by the crash
-        // whenever it strikes, not only within the default 200 ms.
-        let pg =
-            tokio::task::spawn_blocking(|| LocalPostgres::start_with(&["wal_writer_delay=10s"]))
-                .await??;
-        Some(Arc::new(pg))
-    } else {
-        None
-    };
-    let database_url = own_postgres
-        .as_ref()
-        .map_or_else(|| shared.database_url.clone(), |pg| pg.url());
-    let own_redis = if scenario.faults.is_empty() || failover {
-        None
-    } else {
-        // With AOF on, so the restarts that make Redis stale have something to restart from.
-        Some(Arc::new(tokio::sync::Mutex::new(LocalRedis::start_with(
-            RedisPersistence::Aof,
-        )?)))
-    };
-    let backends = match (&own_redis, &own_cluster) {
-        (Some(r), _) => Arc::new(Backends::with_urls(
-            r.lock().await.url(),
-            database_url,
-            None,
-        )),
-        (None, Some(c)) => Arc::new(Backends::with_target(
-            c.lock().await.target(),
-            database_url,
-            None,
-        )),
-        (None, None) => shared,
-    };
+    let stores = CaseStores::provision(scenario).await?;
     let config = EngineConfig {
         variant: cfg.variant,
         persistence: cfg.persistence,
@@ -139,23 +164,10 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         idempotency_ttl: Duration::from_secs(3600),
         ..EngineConfig::default()
     };
-    let env = TestEnv::on(backends, config).await?;
+    let env = TestEnv::on(stores.backends.clone(), config).await?;
     let engine = env.engine.clone();
-    let mut templates = Vec::new();
-    for t in &scenario.templates {
-        let policy = match t.policy {
-            Policy::ReturnToUser => RefundPolicy::ReturnToUser,
-            Policy::ReturnToStock => RefundPolicy::ReturnToStock,
-        };
-        let spec = NewTemplate::simple(
-            &format!("t{}", t.id),
-            t.stock,
-            t.per_user_limit as i32,
-            policy,
-        );
-        templates.push(engine.create_template(spec).await?.id);
-    }
-    if failover {
+    let templates = create_templates(&engine, scenario).await?;
+    if stores.failover {
         // The identity the counters were built against, recorded before any fault: a
         // deployment has it in Postgres from its previous run; a fresh namespace must not
         // first record it after the promotion.
@@ -164,48 +176,19 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
     let target = Target {
         engine: engine.clone(),
         templates: templates.clone(),
-        redis: own_redis.clone(),
-        cluster: own_cluster.clone(),
-        postgres: own_postgres.clone(),
+        redis: stores.redis.clone(),
+        cluster: stores.cluster.clone(),
+        postgres: stores.postgres.clone(),
         database_url: env.database_url.clone(),
     };
-    let recorder = Recorder::new();
-    let pids = Arc::new(ProcessIds::new());
-    let coupons = Arc::new(Mutex::new(CouponMap::default()));
-    let errors = Arc::new(Mutex::new(Vec::new()));
-    let barrier = Arc::new(tokio::sync::Barrier::new(scenario.processes.len() + 1));
-    let mut tasks = Vec::new();
-    for ops in &scenario.processes {
-        let ctx = Ctx {
-            engine: engine.clone(),
-            templates: templates.clone(),
-            recorder: recorder.clone(),
-            pids: pids.clone(),
-            coupons: coupons.clone(),
-            errors: errors.clone(),
-            timeout: cfg.op_timeout,
-        };
-        let (ops, barrier) = (ops.clone(), barrier.clone());
-        tasks.push(tokio::spawn(async move {
-            barrier.wait().await;
-            ctx.run_process(ops).await;
-        }));
-    }
-    barrier.wait().await;
-    let log = nemesis::run(&target, scenario.faults.clone()).await;
-    for t in tasks {
-        t.await?;
-    }
-    nemesis::heal(&target).await;
+    let (history, errors, log) = drive(scenario, &target, cfg.op_timeout).await?;
     settle(&engine).await?;
-    let history = recorder.snapshot();
     let final_state = final_state(&engine, &templates).await?;
     let mut audits = Vec::new();
     for id in &templates {
         audits.push(engine.audit(*id).await?);
     }
     let verdict = check_partitioned(&history, &scenario.templates, Budget::default());
-    let errors = errors.lock().map(|e| e.clone()).unwrap_or_default();
     let findings = checkers::check_all(&Evidence {
         scenario,
         history: &history,
@@ -226,6 +209,67 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         verdict,
         findings,
     })
+}
+
+async fn create_templates(
+    engine: &CouponEngine,
+    scenario: &Scenario,
+) -> anyhow::Result<Vec<TemplateId>> {
+    let mut templates = Vec::new();
+    for t in &scenario.templates {
+        let policy = match t.policy {
+            Policy::ReturnToUser => RefundPolicy::ReturnToUser,
+            Policy::ReturnToStock => RefundPolicy::ReturnToStock,
+        };
+        let spec = NewTemplate::simple(
+            &format!("t{}", t.id),
+            t.stock,
+            t.per_user_limit as i32,
+            policy,
+        );
+        templates.push(engine.create_template(spec).await?.id);
+    }
+    Ok(templates)
+}
+
+/// Runs the scenario's processes concurrently, released together, while the nemesis
+/// injects its faults; heals the stores after. The history, the unexpected errors and the
+/// nemesis log.
+async fn drive(
+    scenario: &Scenario,
+    target: &Target,
+    timeout: Duration,
+) -> anyhow::Result<(History, Vec<String>, Vec<String>)> {
+    let recorder = Recorder::new();
+    let pids = Arc::new(ProcessIds::new());
+    let coupons = Arc::new(Mutex::new(CouponMap::default()));
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let barrier = Arc::new(tokio::sync::Barrier::new(scenario.processes.len() + 1));
+    let mut tasks = Vec::new();
+    for ops in &scenario.processes {
+        let ctx = Ctx {
+            engine: target.engine.clone(),
+            templates: target.templates.clone(),
+            recorder: recorder.clone(),
+            pids: pids.clone(),
+            coupons: coupons.clone(),
+            errors: errors.clone(),
+            timeout,
+        };
+        let (ops, barrier) = (ops.clone(), barrier.clone());
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            ctx.run_process(ops).await;
+        }));
+    }
+    barrier.wait().await;
+    let log = nemesis::run(target, scenario.faults.clone()).await;
+    for t in tasks {
+        t.await?;
+    }
+    nemesis::heal(target).await;
+    let errors = errors.lock().map(|e| e.clone()).unwrap_or_default();
+    Ok((recorder.snapshot(), errors, log))
 }
 
 /// True if a fault of the scenario loses or rolls back Redis state.
