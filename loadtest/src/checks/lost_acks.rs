@@ -24,8 +24,32 @@ pub(super) fn check(
     granted: &HashMap<Uuid, Grant>,
     f: &mut Findings,
 ) {
+    let (found, state_checked, skipped_undrained) = acknowledged_claims(ev, answers, granted, f);
+    let unexplained_checked = unexplained_coupons(ev, answers, granted, f);
+    f.checked(
+        Invariant::I6,
+        format!(
+            "{} acknowledged claims: {found} found in their user's coupons; {state_checked} coupons' final status matched their acknowledged redeems/refunds; {unexplained_checked} held coupons explained by a claim",
+            granted.len()
+        ),
+    );
+    if skipped_undrained > 0 {
+        f.checked(
+            Invariant::I6,
+            format!("{skipped_undrained} coupons skipped: their template still had work in flight"),
+        );
+    }
+}
+
+/// Every acknowledged claim is in its user's coupons, in the state its acknowledged
+/// redeems and refunds imply. Counts: found, state checked, skipped (template not drained).
+fn acknowledged_claims(
+    ev: &Evidence<'_>,
+    answers: &Answers<'_>,
+    granted: &HashMap<Uuid, Grant>,
+    f: &mut Findings,
+) -> (usize, usize, usize) {
     let Answers {
-        keys,
         owner_ops,
         cross_ops,
         drained,
@@ -90,7 +114,18 @@ pub(super) fn check(
             );
         }
     }
-    // Nothing exists that no client attempted.
+    (found, state_checked, skipped_undrained)
+}
+
+/// Nothing exists that no client attempted: a held coupon no acknowledged claim explains
+/// needs a claim of the same user and template whose outcome is unknown. The coupons looked at.
+fn unexplained_coupons(
+    ev: &Evidence<'_>,
+    answers: &Answers<'_>,
+    granted: &HashMap<Uuid, Grant>,
+    f: &mut Findings,
+) -> usize {
+    let Answers { keys, drained, .. } = answers;
     let mut unknown: HashMap<(Uuid, &str), usize> = HashMap::new();
     for k in keys.values() {
         if k.attempts.iter().all(|e| e.outcome() == Outcome::Unknown) {
@@ -124,19 +159,7 @@ pub(super) fn check(
             }
         }
     }
-    f.checked(
-        Invariant::I6,
-        format!(
-            "{} acknowledged claims: {found} found in their user's coupons; {state_checked} coupons' final status matched their acknowledged redeems/refunds; {unexplained_checked} held coupons explained by a claim",
-            granted.len()
-        ),
-    );
-    if skipped_undrained > 0 {
-        f.checked(
-            Invariant::I6,
-            format!("{skipped_undrained} coupons skipped: their template still had work in flight"),
-        );
-    }
+    unexplained_checked
 }
 
 /// The status a coupon's owner operations (all with known outcomes) imply; flags
