@@ -88,21 +88,7 @@ pub(crate) fn compare(
     throughput: &Throughput,
     endpoints: &[EndpointStats],
 ) -> anyhow::Result<Comparison> {
-    let text = std::fs::read_to_string(file)
-        .with_context(|| format!("reading baseline {}", file.display()))?;
-    let stored: Stored = serde_json::from_str(&text).with_context(|| {
-        format!(
-            "baseline {} is not a coupon-loadtest report.json",
-            file.display()
-        )
-    })?;
-    if !SCHEMA_VERSIONS.contains(&stored.schema_version) {
-        anyhow::bail!(
-            "baseline {} has schema_version {}, this build reads {SCHEMA_VERSIONS:?}",
-            file.display(),
-            stored.schema_version
-        );
-    }
+    let stored = read(file)?;
     let mut c = Comparison {
         file: file.display().to_string(),
         tolerances: tol,
@@ -126,6 +112,33 @@ pub(crate) fn compare(
             ));
         }
     }
+    compare_throughput(&mut c, &stored.throughput, throughput);
+    compare_latency(&mut c, &stored.endpoints, endpoints);
+    Ok(c)
+}
+
+fn read(file: &Path) -> anyhow::Result<Stored> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("reading baseline {}", file.display()))?;
+    let stored: Stored = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "baseline {} is not a coupon-loadtest report.json",
+            file.display()
+        )
+    })?;
+    if !SCHEMA_VERSIONS.contains(&stored.schema_version) {
+        anyhow::bail!(
+            "baseline {} has schema_version {}, this build reads {SCHEMA_VERSIONS:?}",
+            file.display(),
+            stored.schema_version
+        );
+    }
+    Ok(stored)
+}
+
+/// Rates may fall to `tolerances.throughput` of the baseline's.
+fn compare_throughput(c: &mut Comparison, stored: &Throughput, throughput: &Throughput) {
+    let tol = c.tolerances;
     let mut min = |metric: &str, baseline: f64, current: f64| {
         let limit = baseline * tol.throughput;
         let regressed = current < limit;
@@ -146,15 +159,21 @@ pub(crate) fn compare(
     };
     min(
         "requests_per_sec",
-        stored.throughput.requests_per_sec,
+        stored.requests_per_sec,
         throughput.requests_per_sec,
     );
     min(
         "claims_per_sec",
-        stored.throughput.claims_per_sec,
+        stored.claims_per_sec,
         throughput.claims_per_sec,
     );
-    for base in &stored.endpoints {
+}
+
+/// Percentiles may grow to `tolerances.latency` times the baseline's (never below the
+/// floor), for endpoints with enough samples on both sides.
+fn compare_latency(c: &mut Comparison, stored: &[EndpointStats], endpoints: &[EndpointStats]) {
+    let tol = c.tolerances;
+    for base in stored {
         let Some(now) = endpoints.iter().find(|e| e.name == base.name) else {
             c.notes.push(format!(
                 "endpoint {} is in the baseline but was not exercised",
@@ -193,7 +212,6 @@ pub(crate) fn compare(
             });
         }
     }
-    Ok(c)
 }
 
 #[cfg(test)]
