@@ -169,7 +169,17 @@ pub fn discount_variant_schemas() -> Vec<(&'static str, Schema)> {
 /// (`valid_from` < `valid_until`, `claim_starts_at` < `claim_ends_at`) and the byte length of
 /// `name` are in the operation's description.
 pub fn new_template_schema() -> Schema {
-    let base = typed(Type::Object)
+    AllOfBuilder::new()
+        .item(template_fields())
+        .item(one_validity_form())
+        .item(extension_only_back_to_the_user())
+        .description(Some("A template to create"))
+        .into()
+}
+
+/// Every field with its own bounds.
+fn template_fields() -> ObjectBuilder {
+    typed(Type::Object)
         .additional_properties(Some(AdditionalProperties::FreeForm(false)))
         .property(
             "name",
@@ -236,9 +246,12 @@ pub fn new_template_schema() -> Schema {
             typed(Type::Boolean).description(Some(
                 "With return_to_user: extend validity by the time the order held the coupon",
             )),
-        );
+        )
+}
+
+fn one_validity_form() -> OneOfBuilder {
     // Exactly one of the two validity forms is non-null.
-    let validity = OneOfBuilder::new()
+    OneOfBuilder::new()
         .item(
             ObjectBuilder::new()
                 .schema_type(SchemaType::AnyValue)
@@ -250,9 +263,12 @@ pub fn new_template_schema() -> Schema {
                 .schema_type(SchemaType::AnyValue)
                 .property("valid_until", typed(Type::String))
                 .required("valid_until"),
-        );
+        )
+}
+
+fn extension_only_back_to_the_user() -> OneOfBuilder {
     // extend_validity_on_refund is refused with return_to_stock.
-    let extend = OneOfBuilder::new()
+    OneOfBuilder::new()
         .item(
             ObjectBuilder::new()
                 .schema_type(SchemaType::AnyValue)
@@ -266,11 +282,5 @@ pub fn new_template_schema() -> Schema {
                     "extend_validity_on_refund",
                     typed(Type::Boolean).enum_values(Some([false])),
                 ),
-        );
-    AllOfBuilder::new()
-        .item(base)
-        .item(validity)
-        .item(extend)
-        .description(Some("A template to create"))
-        .into()
+        )
 }
