@@ -146,18 +146,7 @@ pub fn check_with(
         Ok(rt) => rt,
         Err(e) => return failed_setup(cfg, seed_hex, e.to_string(), started),
     };
-    let config = Config {
-        cases: cfg.cases,
-        max_shrink_iters: cfg.max_shrink_iters,
-        failure_persistence: cfg.persist_failures.then(|| {
-            Box::new(FileFailurePersistence::Direct(leak(format!(
-                "{}/proptest-regressions/{}.txt",
-                env!("CARGO_MANIFEST_DIR"),
-                cfg.name
-            )))) as Box<dyn proptest::test_runner::FailurePersistence>
-        }),
-        ..Config::default()
-    };
+    let config = runner_config(cfg);
     let mut runner =
         TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
     let state = Mutex::new(State::default());
@@ -202,6 +191,34 @@ pub fn check_with(
         harness_error: None,
         elapsed: started.elapsed(),
     };
+    conclude(cfg, &mut outcome, result, st);
+    outcome
+}
+
+/// proptest's configuration: the case count, shrinking, and where failures persist.
+fn runner_config(cfg: &PropertyConfig) -> Config {
+    Config {
+        cases: cfg.cases,
+        max_shrink_iters: cfg.max_shrink_iters,
+        failure_persistence: cfg.persist_failures.then(|| {
+            Box::new(FileFailurePersistence::Direct(leak(format!(
+                "{}/proptest-regressions/{}.txt",
+                env!("CARGO_MANIFEST_DIR"),
+                cfg.name
+            )))) as Box<dyn proptest::test_runner::FailurePersistence>
+        }),
+        ..Config::default()
+    }
+}
+
+/// Files the run's end into `outcome`: nothing on success, the minimal failing case (its
+/// history written to disk) on a violation, the reason on a harness error.
+fn conclude(
+    cfg: &PropertyConfig,
+    outcome: &mut PropertyOutcome,
+    result: Result<(), TestError<Scenario>>,
+    st: State,
+) {
     match result {
         Ok(()) => {}
         Err(TestError::Abort(reason)) => outcome.harness_error = Some(reason.to_string()),
@@ -223,7 +240,6 @@ pub fn check_with(
             _ => outcome.harness_error = st.harness_error.or(Some(reason.to_string())),
         },
     }
-    outcome
 }
 
 #[derive(Default)]
