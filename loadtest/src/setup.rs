@@ -49,9 +49,10 @@ pub(crate) struct Fixture {
 /// How many admin calls run at once while seeding.
 const SEED_CONCURRENCY: usize = 16;
 
-/// Starts or reaches the server, seeds templates and mints tokens.
-pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
-    let (api, bases, server, mut target_description) = if s.targets.is_empty() {
+/// Starts the run's own server(s), or names the external targets: the API of the first,
+/// every base URL, the servers started, and what they are in words.
+async fn reach_servers(s: &Settings) -> anyhow::Result<(Api, Vec<String>, Option<Served>, String)> {
+    Ok(if s.targets.is_empty() {
         phase(
             "setup",
             format!(
@@ -91,7 +92,41 @@ pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
             None,
             format!("external {noun} {list}"),
         )
+    })
+}
+
+/// The run's templates: `--template` as it is, or the scenario's plan created now.
+async fn seed_templates(
+    s: &Settings,
+    api: &Api,
+    run_tag: &str,
+) -> anyhow::Result<Vec<TemplateInfo>> {
+    let mut templates = Vec::new();
+    if let Some(id) = s.template {
+        let t = api
+            .template(id)
+            .await
+            .with_context(|| format!("reading --template {id}"))?;
+        templates.push(TemplateInfo::fetched(&t, templates::Role::Hot));
+    }
+    let plan = if s.template.is_some() {
+        Vec::new()
+    } else {
+        templates::plan(s, run_tag)
     };
+    for (role, spec) in plan {
+        let id = api
+            .create_template(&spec)
+            .await
+            .with_context(|| format!("creating template {:?}", spec.name))?;
+        templates.push(TemplateInfo::new(id, role, &spec));
+    }
+    Ok(templates)
+}
+
+/// Starts or reaches the server, seeds templates and mints tokens.
+pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
+    let (api, bases, server, mut target_description) = reach_servers(s).await?;
     let service_token = match &server {
         Some(served) => Some(served.service_token.clone()),
         None => s.service_token.clone(),
@@ -106,26 +141,7 @@ pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
             .with_context(|| format!("the server {base} is not healthy"))?;
     }
     let run_tag = Uuid::new_v4().simple().to_string()[..8].to_owned();
-    let mut templates = Vec::new();
-    if let Some(id) = s.template {
-        let t = api
-            .template(id)
-            .await
-            .with_context(|| format!("reading --template {id}"))?;
-        templates.push(TemplateInfo::fetched(&t, templates::Role::Hot));
-    }
-    let plan = if s.template.is_some() {
-        Vec::new()
-    } else {
-        templates::plan(s, &run_tag)
-    };
-    for (role, spec) in plan {
-        let id = api
-            .create_template(&spec)
-            .await
-            .with_context(|| format!("creating template {:?}", spec.name))?;
-        templates.push(TemplateInfo::new(id, role, &spec));
-    }
+    let templates = seed_templates(s, &api, &run_tag).await?;
     phase(
         "setup",
         format!(
