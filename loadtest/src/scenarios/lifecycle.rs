@@ -42,12 +42,41 @@ pub(crate) async fn iteration(
     journey(user, ctx, s, n, customer, ctx.template(role)).await
 }
 
+/// A redeem may be refused for this without being wrong: the amount is random.
+const BUSINESS: &[&str] = &["below_min_amount"];
+
 /// A random order amount for `template` (sometimes below its minimum, if it has one).
 fn order_amount(rng: &mut Rng, template: &TemplateInfo) -> i64 {
     match template.min_order_amount {
         Some(min) => rng.range(min / 5, min * 4),
         None => rng.range(1_000, 100_000),
     }
+}
+
+/// Refunds the redeemed coupon; now and then repeats the refund, and after a refund back
+/// to the user redeems it again with a fourth order.
+async fn refund(
+    user: &mut GooseUser,
+    ctx: &Ctx,
+    s: &mut Session,
+    me: Sender<'_>,
+    template: &TemplateInfo,
+    target: &CouponRef,
+    first: &str,
+) -> TransactionResult {
+    let refunded = ops::send(user, ctx, me, Request::refund(target, first)).await?;
+    if refunded.is_ok() {
+        if s.rng.chance(ctx.duplicate_rate) {
+            ops::send(user, ctx, me, Request::refund(target, first).repeated()).await?;
+        }
+        if template.refund_policy == RefundPolicy::ReturnToUser && s.rng.chance(REDEEM_AGAIN) {
+            let again = format!("o{}-{}-{}-4", ctx.tag, s.idx, s.iter);
+            let amount = order_amount(&mut s.rng, template);
+            let again = Request::redeem(target, &again, amount).expecting(BUSINESS);
+            ops::send(user, ctx, me, again).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Claim, redeem and maybe refund one coupon of `template` as shopper `n`.
@@ -80,12 +109,11 @@ pub(crate) async fn journey(
     let order = |k: u32| format!("o{}-{idx}-{iter}-{k}", ctx.tag);
     let first = order(1);
     let amount = order_amount(&mut s.rng, template);
-    let business: &[&str] = &["below_min_amount"];
     let redeemed = ops::send(
         user,
         ctx,
         me,
-        Request::redeem(&target, &first, amount).expecting(business),
+        Request::redeem(&target, &first, amount).expecting(BUSINESS),
     )
     .await?;
     if s.rng.chance(CROSS_USER) {
@@ -127,18 +155,7 @@ pub(crate) async fn journey(
         ops::send(user, ctx, intruder, attempt).await?;
     }
     if s.rng.chance(REFUND) {
-        let refunded = ops::send(user, ctx, me, Request::refund(&target, &first)).await?;
-        if refunded.is_ok() {
-            if s.rng.chance(ctx.duplicate_rate) {
-                ops::send(user, ctx, me, Request::refund(&target, &first).repeated()).await?;
-            }
-            if template.refund_policy == RefundPolicy::ReturnToUser && s.rng.chance(REDEEM_AGAIN) {
-                let again = order(4);
-                let amount = order_amount(&mut s.rng, template);
-                let again = Request::redeem(&target, &again, amount).expecting(business);
-                ops::send(user, ctx, me, again).await?;
-            }
-        }
+        refund(user, ctx, s, me, template, &target, &first).await?;
     }
     if s.rng.chance(VIEW_WALLET) {
         ops::my_coupons(user, ctx, me).await?;
