@@ -81,23 +81,7 @@ pub(crate) fn claims_over_time(series: &[ClaimSeries]) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="100%" role="img" aria-label="Granted claims over time against stock">"#
     );
     axes(&mut s, y_max, |v| format!("{v:.0}"), px(0.0), py);
-    let step = nice_step(x_max / 6.0);
-    let mut x = 0.0;
-    while x <= x_max + 1e-9 {
-        let _ = write!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#555">{x:.0}s</text>"##,
-            px(x),
-            H - BOTTOM + 16.0
-        );
-        x += step;
-    }
-    let _ = write!(
-        s,
-        r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#555">seconds since the load began</text>"##,
-        (LEFT + W - RIGHT) / 2.0,
-        H - 6.0
-    );
+    seconds_axis(&mut s, x_max, px);
     for (i, ser) in series.iter().enumerate() {
         let c = colour(i);
         if on_chart(ser.stock) {
@@ -143,6 +127,49 @@ pub(crate) fn claims_over_time(series: &[ClaimSeries]) -> String {
     }
     s.push_str("</svg>");
     s
+}
+
+/// X axis labelled in seconds since the load began.
+fn seconds_axis(s: &mut String, x_max: f64, px: impl Fn(f64) -> f64) {
+    let step = nice_step(x_max / 6.0);
+    let mut x = 0.0;
+    while x <= x_max + 1e-9 {
+        let _ = write!(
+            s,
+            r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#555">{x:.0}s</text>"##,
+            px(x),
+            H - BOTTOM + 16.0
+        );
+        x += step;
+    }
+    let _ = write!(
+        s,
+        r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#555">seconds since the load began</text>"##,
+        (LEFT + W - RIGHT) / 2.0,
+        H - 6.0
+    );
+}
+
+/// One grid line per decade of milliseconds, from `lo` to `hi` (log10).
+fn log_grid(s: &mut String, lo: f64, hi: f64, py: impl Fn(f64) -> f64) {
+    let mut d = lo;
+    while d <= hi + 1e-9 {
+        let v = 10f64.powf(d);
+        let y = py(v);
+        let text = if v < 1.0 {
+            format!("{v:.1} ms")
+        } else {
+            format!("{v:.0} ms")
+        };
+        let _ = write!(
+            s,
+            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#555">{text}</text>"##,
+            W - RIGHT,
+            LEFT - 6.0,
+            y + 4.0
+        );
+        d += 1.0;
+    }
 }
 
 /// Y axis with five grid lines, labelled by `label`.
@@ -198,24 +225,7 @@ pub(crate) fn latency_bars(endpoints: &[EndpointStats]) -> String {
         W - RIGHT,
         H - BOTTOM
     );
-    let mut d = decades_lo;
-    while d <= decades_hi + 1e-9 {
-        let v = 10f64.powf(d);
-        let y = py(v);
-        let text = if v < 1.0 {
-            format!("{v:.1} ms")
-        } else {
-            format!("{v:.0} ms")
-        };
-        let _ = write!(
-            s,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#555">{text}</text>"##,
-            W - RIGHT,
-            LEFT - 6.0,
-            y + 4.0
-        );
-        d += 1.0;
-    }
+    log_grid(&mut s, decades_lo, decades_hi, py);
     let n = endpoints.len().max(1) as f64;
     let group = (W - LEFT - RIGHT) / n;
     let bar = (group * 0.8 / 4.0).min(28.0);
