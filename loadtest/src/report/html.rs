@@ -152,24 +152,29 @@ fn invariants(s: &mut String, r: &Report) {
 }
 
 fn latency(s: &mut String, r: &Report) {
-    s.push_str("<h2>Latency per endpoint</h2><p class=\"muted\">Exact percentiles over every request the users sent (retries included), body read included; milliseconds.</p><table><tr><th>endpoint</th><th>requests</th><th>2xx</th><th>refused</th><th>timeout/5xx</th><th>p50</th><th>p95</th><th>p99</th><th>max</th><th>mean</th></tr>");
-    for e in &r.endpoints {
-        let _ = write!(
-            s,
-            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{:.2}</td><td class=\"num\">{:.2}</td><td class=\"num\">{:.2}</td><td class=\"num\">{:.2}</td><td class=\"num\">{:.2}</td></tr>",
-            esc(&e.name),
-            e.count,
-            e.ok,
-            e.refused,
-            e.failed,
-            e.p50_ms,
-            e.p95_ms,
-            e.p99_ms,
-            e.max_ms,
-            e.mean_ms
-        );
-    }
-    s.push_str("</table><div class=\"figure\">");
+    s.push_str("<h2>Latency per endpoint</h2><p class=\"muted\">Exact percentiles over every request the users sent (retries included), body read included; milliseconds.</p>");
+    let header = [
+        "endpoint",
+        "requests",
+        "2xx",
+        "refused",
+        "timeout/5xx",
+        "p50",
+        "p95",
+        "p99",
+        "max",
+        "mean",
+    ];
+    let rows = r.endpoints.iter().map(|e| {
+        let ms = [e.p50_ms, e.p95_ms, e.p99_ms, e.max_ms, e.mean_ms].map(|v| format!("{v:.2}"));
+        let counts = [e.count, e.ok, e.refused, e.failed].map(|n| n.to_string());
+        std::iter::once(e.name.clone())
+            .chain(counts)
+            .chain(ms)
+            .collect()
+    });
+    table(s, &header, rows, 1);
+    s.push_str("<div class=\"figure\">");
     s.push_str(&svg::latency_bars(&r.endpoints));
     s.push_str("</div>");
 }
