@@ -1,5 +1,5 @@
 //! The servers a run starts itself: an isolated environment (own Postgres database, own
-//! Redis namespace) from the engine's testkit, served either in-process on 127.0.0.1:0 or by
+//! Redis namespace) from `coupon_testkit`, served either in-process on 127.0.0.1:0 or by
 //! `coupon-server` processes (`--servers N`, see `fleet.rs`), with secrets chosen here.
 
 use anyhow::Context;
@@ -8,12 +8,12 @@ use std::{path::PathBuf, sync::Arc};
 use coupon_engine::{
     EngineConfig, Persistence, Variant,
     http::{AppState, serve},
-    testkit::{
-        Backends, TestEnv,
-        local::{LocalRedis, RedisPersistence},
-        redis_cluster::LocalCluster,
-        shared_backends,
-    },
+};
+use coupon_testkit::{
+    Backends, TestEnv,
+    local::{LocalRedis, RedisPersistence},
+    redis_cluster::LocalCluster,
+    shared_backends,
 };
 use tokio::{
     net::TcpListener,
@@ -127,7 +127,7 @@ impl Served {
             }
             None => TestEnv::with_config(config)
                 .await
-                .context("provisioning Redis and Postgres (coupon_engine::testkit)")?,
+                .context("provisioning Redis and Postgres (coupon_testkit)")?,
         };
         let admin_token = format!("lt-admin-{}", Uuid::new_v4().simple());
         let user_secret = format!("lt-users-{}", Uuid::new_v4().simple());

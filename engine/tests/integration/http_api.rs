@@ -5,10 +5,8 @@
 // A panic is how a test reports a wrong answer.
 #![allow(clippy::unwrap_used)]
 
-use coupon_engine::{
-    http::{AppState, auth::user_token, serve},
-    testkit::TestEnv,
-};
+use coupon_engine::http::{AppState, auth::user_token, serve};
+use coupon_testkit::TestEnv;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 

@@ -5,14 +5,12 @@
 // A panic is how a test reports a wrong answer.
 #![allow(clippy::unwrap_used)]
 
-use coupon_engine::{
-    http::{
-        AppState,
-        auth::{user_token, user_token_until},
-        serve,
-    },
-    testkit::TestEnv,
+use coupon_engine::http::{
+    AppState,
+    auth::{user_token, user_token_until},
+    serve,
 };
+use coupon_testkit::TestEnv;
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 

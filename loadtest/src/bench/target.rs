@@ -9,8 +9,8 @@ use coupon_engine::{
     CouponEngine, EngineConfig, NewTemplate, Persistence, RefundPolicy,
     domain::ids::{RequestId, UserId},
     http::{AppState, serve},
-    testkit::{Backends, TestEnv},
 };
+use coupon_testkit::{Backends, TestEnv};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 

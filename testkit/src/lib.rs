@@ -1,5 +1,11 @@
-//! Provisioning of Redis and Postgres for tests and load runs (docs/ARCHITECTURE.md,
-//! "Provisioning"), in this order:
+//! # coupon-testkit
+//!
+//! Provisioning of Redis and Postgres for the engine's integration tests, the load test and
+//! the property tests (docs/ARCHITECTURE.md, "Provisioning"). A crate of its own, not a
+//! module of the engine: the engine's library never carries test-only dependencies
+//! (testcontainers, tempfile), and the engine dev-depends on it.
+//!
+//! Backends are provisioned in this order:
 //!
 //! 1. `COUPON_REDIS_URL` and `COUPON_DATABASE_URL`: existing services;
 //! 2. testcontainers (images from `images.env`) when a Docker daemon answers;
@@ -26,7 +32,7 @@ use std::sync::Arc;
 
 use tokio::sync::OnceCell;
 
-use crate::store::redis_conn::RedisTarget;
+use coupon_engine::RedisTarget;
 
 /// Why no backends could be provisioned.
 #[derive(Debug, thiserror::Error)]

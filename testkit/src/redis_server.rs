@@ -10,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use super::{
+use crate::{
     ProvisionError,
     local::{find_binary, free_port, wait_for_port, watchdog},
 };

@@ -16,12 +16,12 @@ use std::{
 
 use redis::{ConnectionLike, FromRedisValue};
 
-use super::{
+use crate::{
     ProvisionError,
     local::{find_binary, free_ports, wait_for_port, watchdog},
     redis_server::RedisPersistence,
 };
-use crate::store::{
+use coupon_engine::store::{
     cluster_nodes::{self, ClusterNode},
     redis_conn::RedisTarget,
 };
