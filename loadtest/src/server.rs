@@ -5,21 +5,14 @@
 use anyhow::Context;
 use std::{path::PathBuf, sync::Arc};
 
-use coupon_engine::{
-    EngineConfig, Persistence, Variant,
-    http::{AppState, serve},
-};
+use coupon_engine::{EngineConfig, Persistence, Variant, http::AppState};
 use coupon_testkit::{
-    Backends, TestEnv,
+    Backends, SpawnedServer, TestEnv,
     local::{LocalRedis, RedisPersistence},
     redis_cluster::LocalCluster,
-    shared_backends,
+    shared_backends, spawn_server,
 };
-use tokio::{
-    net::TcpListener,
-    sync::{Mutex, oneshot},
-    task::JoinHandle,
-};
+use tokio::sync::Mutex;
 use uuid::Uuid;
 
 use crate::{
@@ -41,10 +34,7 @@ pub(crate) enum RedisChoice {
 /// What serves the run.
 enum Serving {
     /// The engine's HTTP API in this process.
-    InProcess {
-        shutdown: Option<oneshot::Sender<()>>,
-        task: JoinHandle<std::io::Result<()>>,
-    },
+    InProcess(SpawnedServer),
     /// `coupon-server` processes.
     Processes(Fleet),
 }
@@ -147,22 +137,15 @@ impl Served {
         );
         let (serving, base_urls, description) = match plan.processes {
             None => {
-                let listener = TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .context("binding 127.0.0.1:0")?;
-                let addr = listener.local_addr().context("local address")?;
                 let state = AppState::new(env.engine.clone(), &admin_token, &user_secret)
                     .with_service_token(&service_token);
-                let (tx, rx) = oneshot::channel::<()>();
-                let task = tokio::spawn(serve(listener, state, async move {
-                    let _ = rx.await;
-                }));
+                let server = spawn_server(state)
+                    .await
+                    .context("serving on 127.0.0.1:0")?;
+                let (addr, urls) = (server.addr(), vec![server.base_url()]);
                 (
-                    Serving::InProcess {
-                        shutdown: Some(tx),
-                        task,
-                    },
-                    vec![format!("http://{addr}")],
+                    Serving::InProcess(server),
+                    urls,
                     format!("in-process coupon-engine ({engine}) on {addr}; {stores}"),
                 )
             }
@@ -208,12 +191,7 @@ impl Served {
     /// Drains and stops the server(s), then drops the environment (database and namespace).
     pub(crate) async fn stop(self) -> anyhow::Result<()> {
         let served = match self.serving {
-            Serving::InProcess { shutdown, mut task } => {
-                if let Some(tx) = shutdown {
-                    let _ = tx.send(());
-                }
-                (&mut task).await.context("server task")?.context("serving")
-            }
+            Serving::InProcess(server) => server.stop().await.context("serving"),
             Serving::Processes(fleet) => fleet.stop().await,
         };
         let env = self.env;

@@ -18,6 +18,9 @@
 //! Every [`TestEnv`] gets its own Postgres database (copied from a migrated template
 //! database, so it is fast) and its own Redis namespace, so tests run in parallel on
 //! shared servers and clean up after themselves.
+//!
+//! [`spawn_server`] serves an engine's HTTP API in-process on a free loopback port, for the
+//! HTTP integration tests and the load test alike.
 
 mod containers;
 mod env;
@@ -25,8 +28,10 @@ pub mod images;
 pub mod local;
 pub mod redis_cluster;
 pub mod redis_server;
+mod server;
 
 pub use env::TestEnv;
+pub use server::{SpawnedServer, spawn_server};
 
 use std::sync::Arc;
 
