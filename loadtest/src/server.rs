@@ -83,42 +83,7 @@ impl Served {
             persistence: plan.persistence,
             ..EngineConfig::default()
         };
-        let (target, own_redis) = match plan.redis {
-            RedisChoice::Shared => (None, None),
-            RedisChoice::Own => {
-                let r = LocalRedis::start_with(RedisPersistence::Aof)
-                    .context("starting the run's own redis-server")?;
-                let target = coupon_engine::RedisTarget::Node(r.url());
-                (Some(target), Some(OwnRedis::Node(Arc::new(Mutex::new(r)))))
-            }
-            RedisChoice::OwnCluster => {
-                let c = tokio::task::spawn_blocking(|| LocalCluster::start(RedisPersistence::Aof))
-                    .await
-                    .context("starting the run's own Redis Cluster")?
-                    .context("starting the run's own Redis Cluster (3 masters + 3 replicas)")?;
-                let target = c.target();
-                (
-                    Some(target),
-                    Some(OwnRedis::Cluster(Arc::new(Mutex::new(c)))),
-                )
-            }
-        };
-        let env = match target {
-            Some(target) => {
-                let shared = shared_backends().await.context("provisioning Postgres")?;
-                let backends = Arc::new(Backends::with_target(
-                    target,
-                    shared.database_url.clone(),
-                    None,
-                ));
-                TestEnv::on(backends, config)
-                    .await
-                    .context("provisioning the run's database")?
-            }
-            None => TestEnv::with_config(config)
-                .await
-                .context("provisioning Redis and Postgres (coupon_testkit)")?,
-        };
+        let (env, own_redis) = provision(plan.redis, config).await?;
         let admin_token = format!("lt-admin-{}", Uuid::new_v4().simple());
         let user_secret = format!("lt-users-{}", Uuid::new_v4().simple());
         // The run's own servers are configured as production should be: redeem belongs to
@@ -201,4 +166,49 @@ impl Served {
             .context("cleaning up the environment")?;
         served
     }
+}
+
+/// An environment on `choice`: a Redis of the run's own (returned, for the faults) with the
+/// shared Postgres, or the shared backends.
+async fn provision(
+    choice: RedisChoice,
+    config: EngineConfig,
+) -> anyhow::Result<(TestEnv, Option<OwnRedis>)> {
+    let (target, own_redis) = match choice {
+        RedisChoice::Shared => (None, None),
+        RedisChoice::Own => {
+            let r = LocalRedis::start_with(RedisPersistence::Aof)
+                .context("starting the run's own redis-server")?;
+            let target = coupon_engine::RedisTarget::Node(r.url());
+            (Some(target), Some(OwnRedis::Node(Arc::new(Mutex::new(r)))))
+        }
+        RedisChoice::OwnCluster => {
+            let c = tokio::task::spawn_blocking(|| LocalCluster::start(RedisPersistence::Aof))
+                .await
+                .context("starting the run's own Redis Cluster")?
+                .context("starting the run's own Redis Cluster (3 masters + 3 replicas)")?;
+            let target = c.target();
+            (
+                Some(target),
+                Some(OwnRedis::Cluster(Arc::new(Mutex::new(c)))),
+            )
+        }
+    };
+    let env = match target {
+        Some(target) => {
+            let shared = shared_backends().await.context("provisioning Postgres")?;
+            let backends = Arc::new(Backends::with_target(
+                target,
+                shared.database_url.clone(),
+                None,
+            ));
+            TestEnv::on(backends, config)
+                .await
+                .context("provisioning the run's database")?
+        }
+        None => TestEnv::with_config(config)
+            .await
+            .context("provisioning Redis and Postgres (coupon_testkit)")?,
+    };
+    Ok((env, own_redis))
 }
