@@ -1,20 +1,16 @@
-//! One node of a [`super::LocalCluster`]: its `redis-server` process (cluster mode, the
-//! replication user, the short node timeout) and the synchronous queries the cluster's waits
-//! poll it with (`INFO` fields, `CLUSTER NODES`). Apart from the cluster file, which is about
-//! the cluster as a whole: joining, failing over, and waiting until the nodes agree.
+//! One node of a [`super::LocalCluster`]: the arguments of its `redis-server` (cluster mode,
+//! the replication user, the short node timeout; the process is started as a single server's
+//! is) and the synchronous queries the cluster's waits poll it with (`INFO` fields, `CLUSTER
+//! NODES`). Apart from the cluster file, which is about the cluster as a whole: joining,
+//! failing over, and waiting until the nodes agree.
 
-use std::{
-    path::Path,
-    process::{Child, Command, Stdio},
-    time::Duration,
-};
+use std::{path::Path, process::Child, time::Duration};
 
 use redis::{ConnectionLike, FromRedisValue};
 
 use crate::{
     ProvisionError,
-    local::{find_binary, watchdog},
-    redis_server::RedisPersistence,
+    redis_server::{RedisPersistence, spawn_redis_server},
 };
 use coupon_engine::store::cluster_nodes::{self, ClusterNode};
 
@@ -77,47 +73,41 @@ pub(super) fn field(info: &str, name: &str) -> Option<String> {
     })
 }
 
+/// Starts the node's `redis-server` in cluster mode (see [`spawn_redis_server`]).
 pub(super) fn spawn(
     port: u16,
     bus: u16,
     dir: &Path,
     persistence: RedisPersistence,
 ) -> Result<Child, ProvisionError> {
-    let bin = find_binary("redis-server")
-        .ok_or_else(|| ProvisionError::Local("redis-server not found in PATH".into()))?;
-    let aof = match persistence {
-        RedisPersistence::None => "no",
-        RedisPersistence::Aof => "yes",
-    };
-    let child = Command::new(bin)
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--cluster-enabled", "yes"])
-        .args(["--cluster-config-file", "nodes.conf"])
-        .args(["--cluster-port", &bus.to_string()])
-        .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
+    let extra = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-port",
+        &bus.to_string(),
+        "--cluster-node-timeout",
+        &NODE_TIMEOUT_MS.to_string(),
         // A replica may always take over, however long it was cut off: the lagging
         // promotion is a fault this cluster exists to produce.
-        .args(["--cluster-replica-validity-factor", "0"])
-        .args(["--masteruser", REPL_USER, "--masterauth", REPL_PASSWORD])
-        .args([
-            "--user",
-            REPL_USER,
-            "on",
-            &format!(">{REPL_PASSWORD}"),
-            "+@all",
-            "~*",
-        ])
+        "--cluster-replica-validity-factor",
+        "0",
+        "--masteruser",
+        REPL_USER,
+        "--masterauth",
+        REPL_PASSWORD,
+        "--user",
+        REPL_USER,
+        "on",
+        &format!(">{REPL_PASSWORD}"),
+        "+@all",
+        "~*",
         // A replica that lost its link (revived, or the old master after a takeover) resyncs
         // at once instead of after the default 5 s.
-        .args(["--repl-diskless-sync-delay", "0"])
-        .args(["--save", ""])
-        .args(["--appendonly", aof, "--appendfsync", "everysec"])
-        .arg("--dir")
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| ProvisionError::Local(format!("redis-server: {e}")))?;
-    watchdog(&format!("kill -9 {}", child.id()));
-    Ok(child)
+        "--repl-diskless-sync-delay",
+        "0",
+    ]
+    .map(String::from);
+    spawn_redis_server(port, dir, persistence, &extra)
 }
