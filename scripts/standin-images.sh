@@ -5,12 +5,12 @@
 # machine that reaches no registry. testcontainers finds the tags locally and never pulls.
 #
 # Needs: a running dockerd, redis-server and PostgreSQL installed, busybox-static.
-# The tags come from engine/src/testkit/images.env, the single source of truth.
+# The tags come from testkit/src/images.env, the single source of truth.
 # Usage: scripts/standin-images.sh            (builds both)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-# shellcheck source=../engine/src/testkit/images.env
-source "$here/engine/src/testkit/images.env"
+# shellcheck source=../testkit/src/images.env
+source "$here/testkit/src/images.env"
 
 root=""
 cleanup() { if [ -n "$root" ]; then rm -rf "$root"; fi; }

@@ -22,8 +22,6 @@ pub mod invariant;
 mod mutants;
 pub mod service;
 pub mod store;
-#[cfg(feature = "testkit")]
-pub mod testkit;
 pub mod variant;
 
 pub use audit::AuditReport;

@@ -9,7 +9,8 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-use coupon_engine::{RedisTarget, Variant, testkit::local::free_port};
+use coupon_engine::{RedisTarget, Variant};
+use coupon_testkit::local::free_port;
 use tokio::process::{Child, Command};
 
 /// What to start.

@@ -13,11 +13,8 @@ use std::{
 };
 
 use clap::ValueEnum;
-use coupon_engine::{
-    CouponEngine,
-    domain::ids::TemplateId,
-    testkit::{local::LocalRedis, redis_cluster::LocalCluster},
-};
+use coupon_engine::{CouponEngine, domain::ids::TemplateId};
+use coupon_testkit::{local::LocalRedis, redis_cluster::LocalCluster};
 use serde::{Deserialize, Serialize};
 use tokio::{sync::Mutex, task::JoinHandle};
 

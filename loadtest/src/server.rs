@@ -1,25 +1,18 @@
 //! The servers a run starts itself: an isolated environment (own Postgres database, own
-//! Redis namespace) from the engine's testkit, served either in-process on 127.0.0.1:0 or by
+//! Redis namespace) from `coupon_testkit`, served either in-process on 127.0.0.1:0 or by
 //! `coupon-server` processes (`--servers N`, see `fleet.rs`), with secrets chosen here.
 
 use anyhow::Context;
 use std::{path::PathBuf, sync::Arc};
 
-use coupon_engine::{
-    EngineConfig, Persistence, Variant,
-    http::{AppState, serve},
-    testkit::{
-        Backends, TestEnv,
-        local::{LocalRedis, RedisPersistence},
-        redis_cluster::LocalCluster,
-        shared_backends,
-    },
+use coupon_engine::{EngineConfig, Persistence, Variant, http::AppState};
+use coupon_testkit::{
+    Backends, SpawnedServer, TestEnv,
+    local::{LocalRedis, RedisPersistence},
+    redis_cluster::LocalCluster,
+    shared_backends, spawn_server,
 };
-use tokio::{
-    net::TcpListener,
-    sync::{Mutex, oneshot},
-    task::JoinHandle,
-};
+use tokio::sync::Mutex;
 use uuid::Uuid;
 
 use crate::{
@@ -41,10 +34,7 @@ pub(crate) enum RedisChoice {
 /// What serves the run.
 enum Serving {
     /// The engine's HTTP API in this process.
-    InProcess {
-        shutdown: Option<oneshot::Sender<()>>,
-        task: JoinHandle<std::io::Result<()>>,
-    },
+    InProcess(SpawnedServer),
     /// `coupon-server` processes.
     Processes(Fleet),
 }
@@ -93,42 +83,7 @@ impl Served {
             persistence: plan.persistence,
             ..EngineConfig::default()
         };
-        let (target, own_redis) = match plan.redis {
-            RedisChoice::Shared => (None, None),
-            RedisChoice::Own => {
-                let r = LocalRedis::start_with(RedisPersistence::Aof)
-                    .context("starting the run's own redis-server")?;
-                let target = coupon_engine::RedisTarget::Node(r.url());
-                (Some(target), Some(OwnRedis::Node(Arc::new(Mutex::new(r)))))
-            }
-            RedisChoice::OwnCluster => {
-                let c = tokio::task::spawn_blocking(|| LocalCluster::start(RedisPersistence::Aof))
-                    .await
-                    .context("starting the run's own Redis Cluster")?
-                    .context("starting the run's own Redis Cluster (3 masters + 3 replicas)")?;
-                let target = c.target();
-                (
-                    Some(target),
-                    Some(OwnRedis::Cluster(Arc::new(Mutex::new(c)))),
-                )
-            }
-        };
-        let env = match target {
-            Some(target) => {
-                let shared = shared_backends().await.context("provisioning Postgres")?;
-                let backends = Arc::new(Backends::with_target(
-                    target,
-                    shared.database_url.clone(),
-                    None,
-                ));
-                TestEnv::on(backends, config)
-                    .await
-                    .context("provisioning the run's database")?
-            }
-            None => TestEnv::with_config(config)
-                .await
-                .context("provisioning Redis and Postgres (coupon_engine::testkit)")?,
-        };
+        let (env, own_redis) = provision(plan.redis, config).await?;
         let admin_token = format!("lt-admin-{}", Uuid::new_v4().simple());
         let user_secret = format!("lt-users-{}", Uuid::new_v4().simple());
         // The run's own servers are configured as production should be: redeem belongs to
@@ -147,22 +102,15 @@ impl Served {
         );
         let (serving, base_urls, description) = match plan.processes {
             None => {
-                let listener = TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .context("binding 127.0.0.1:0")?;
-                let addr = listener.local_addr().context("local address")?;
                 let state = AppState::new(env.engine.clone(), &admin_token, &user_secret)
                     .with_service_token(&service_token);
-                let (tx, rx) = oneshot::channel::<()>();
-                let task = tokio::spawn(serve(listener, state, async move {
-                    let _ = rx.await;
-                }));
+                let server = spawn_server(state)
+                    .await
+                    .context("serving on 127.0.0.1:0")?;
+                let (addr, urls) = (server.addr(), vec![server.base_url()]);
                 (
-                    Serving::InProcess {
-                        shutdown: Some(tx),
-                        task,
-                    },
-                    vec![format!("http://{addr}")],
+                    Serving::InProcess(server),
+                    urls,
                     format!("in-process coupon-engine ({engine}) on {addr}; {stores}"),
                 )
             }
@@ -208,12 +156,7 @@ impl Served {
     /// Drains and stops the server(s), then drops the environment (database and namespace).
     pub(crate) async fn stop(self) -> anyhow::Result<()> {
         let served = match self.serving {
-            Serving::InProcess { shutdown, mut task } => {
-                if let Some(tx) = shutdown {
-                    let _ = tx.send(());
-                }
-                (&mut task).await.context("server task")?.context("serving")
-            }
+            Serving::InProcess(server) => server.stop().await.context("serving"),
             Serving::Processes(fleet) => fleet.stop().await,
         };
         let env = self.env;
@@ -223,4 +166,49 @@ impl Served {
             .context("cleaning up the environment")?;
         served
     }
+}
+
+/// An environment on `choice`: a Redis of the run's own (returned, for the faults) with the
+/// shared Postgres, or the shared backends.
+async fn provision(
+    choice: RedisChoice,
+    config: EngineConfig,
+) -> anyhow::Result<(TestEnv, Option<OwnRedis>)> {
+    let (target, own_redis) = match choice {
+        RedisChoice::Shared => (None, None),
+        RedisChoice::Own => {
+            let r = LocalRedis::start_with(RedisPersistence::Aof)
+                .context("starting the run's own redis-server")?;
+            let target = coupon_engine::RedisTarget::Node(r.url());
+            (Some(target), Some(OwnRedis::Node(Arc::new(Mutex::new(r)))))
+        }
+        RedisChoice::OwnCluster => {
+            let c = tokio::task::spawn_blocking(|| LocalCluster::start(RedisPersistence::Aof))
+                .await
+                .context("starting the run's own Redis Cluster")?
+                .context("starting the run's own Redis Cluster (3 masters + 3 replicas)")?;
+            let target = c.target();
+            (
+                Some(target),
+                Some(OwnRedis::Cluster(Arc::new(Mutex::new(c)))),
+            )
+        }
+    };
+    let env = match target {
+        Some(target) => {
+            let shared = shared_backends().await.context("provisioning Postgres")?;
+            let backends = Arc::new(Backends::with_target(
+                target,
+                shared.database_url.clone(),
+                None,
+            ));
+            TestEnv::on(backends, config)
+                .await
+                .context("provisioning the run's database")?
+        }
+        None => TestEnv::with_config(config)
+            .await
+            .context("provisioning Redis and Postgres (coupon_testkit)")?,
+    };
+    Ok((env, own_redis))
 }

@@ -15,7 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use coupon_engine::testkit::{TestEnv, local::free_port};
+use coupon_testkit::{TestEnv, local::free_port};
 use serde_json::{Value, json};
 
 const ADMIN: &str = "servers-test-admin";

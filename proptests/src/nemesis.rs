@@ -8,11 +8,11 @@ use coupon_engine::{
     CouponEngine,
     domain::ids::TemplateId,
     failpoint::{FailAction, Failpoint},
-    testkit::{
-        ProvisionError,
-        local::{LocalPostgres, LocalRedis},
-        redis_cluster::LocalCluster,
-    },
+};
+use coupon_testkit::{
+    ProvisionError,
+    local::{LocalPostgres, LocalRedis},
+    redis_cluster::LocalCluster,
 };
 use sqlx::Connection;
 use tokio::sync::Mutex;

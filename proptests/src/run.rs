@@ -12,12 +12,12 @@ use coupon_engine::{
     CouponEngine, EngineConfig, EngineError, Finding, Invariant, NewTemplate, Persistence,
     ReconcileOptions, RefundPolicy, Variant,
     domain::ids::{RequestId, TemplateId, UserId},
-    testkit::{
-        Backends, TestEnv,
-        local::{LocalPostgres, LocalRedis, RedisPersistence},
-        redis_cluster::LocalCluster,
-        shared_backends,
-    },
+};
+use coupon_testkit::{
+    Backends, TestEnv,
+    local::{LocalPostgres, LocalRedis, RedisPersistence},
+    redis_cluster::LocalCluster,
+    shared_backends,
 };
 use serde::{Deserialize, Serialize};
 use sqlx::Row;

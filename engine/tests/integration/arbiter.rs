@@ -17,8 +17,8 @@ use coupon_engine::{
         arbiter::{self, Arbitration, Verdict},
         redis::PendingIntent,
     },
-    testkit::TestEnv,
 };
+use coupon_testkit::TestEnv;
 use uuid::Uuid;
 
 /// A small deterministic generator: the seed is printed, so a failure replays.

@@ -11,8 +11,8 @@ use coupon_engine::{
     RefundPolicy, TemplateStatus,
     failpoint::{FailAction, Failpoint},
     store::postgres,
-    testkit::TestEnv,
 };
+use coupon_testkit::TestEnv;
 use futures::future::join_all;
 use uuid::Uuid;
 

@@ -11,10 +11,8 @@
 
 use std::sync::Arc;
 
-use coupon_engine::{
-    CouponStatus, EngineConfig, NewTemplate, RefundPolicy,
-    testkit::{Backends, TestEnv, Way},
-};
+use coupon_engine::{CouponStatus, EngineConfig, NewTemplate, RefundPolicy};
+use coupon_testkit::{Backends, TestEnv, Way};
 
 use crate::{rid, uid};
 

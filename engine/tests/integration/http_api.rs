@@ -5,10 +5,8 @@
 // A panic is how a test reports a wrong answer.
 #![allow(clippy::unwrap_used)]
 
-use coupon_engine::{
-    http::{AppState, auth::user_token, serve},
-    testkit::TestEnv,
-};
+use coupon_engine::http::{AppState, auth::user_token};
+use coupon_testkit::{SpawnedServer, TestEnv, spawn_server};
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -19,23 +17,19 @@ struct App {
     base: String,
     http: Client,
     _env: TestEnv,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    _server: SpawnedServer,
 }
 
 async fn spawn_app() -> App {
     let env = TestEnv::new().await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let state = AppState::new(env.engine.clone(), ADMIN, SECRET);
-    tokio::spawn(serve(listener, state, async move {
-        let _ = stopped.await;
-    }));
+    let server = spawn_server(AppState::new(env.engine.clone(), ADMIN, SECRET))
+        .await
+        .unwrap();
     App {
-        base: format!("http://{addr}"),
+        base: server.base_url(),
         http: Client::new(),
         _env: env,
-        _stop: stop,
+        _server: server,
     }
 }
 

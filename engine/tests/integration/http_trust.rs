@@ -5,14 +5,11 @@
 // A panic is how a test reports a wrong answer.
 #![allow(clippy::unwrap_used)]
 
-use coupon_engine::{
-    http::{
-        AppState,
-        auth::{user_token, user_token_until},
-        serve,
-    },
-    testkit::TestEnv,
+use coupon_engine::http::{
+    AppState,
+    auth::{user_token, user_token_until},
 };
+use coupon_testkit::{SpawnedServer, TestEnv, spawn_server};
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 
@@ -24,26 +21,21 @@ struct App {
     base: String,
     http: Client,
     _env: TestEnv,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    _server: SpawnedServer,
 }
 
 async fn spawn_app(service_token: Option<&str>) -> App {
     let env = TestEnv::new().await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let mut state = AppState::new(env.engine.clone(), ADMIN, SECRET);
     if let Some(t) = service_token {
         state = state.with_service_token(t);
     }
-    tokio::spawn(serve(listener, state, async move {
-        let _ = stopped.await;
-    }));
+    let server = spawn_server(state).await.unwrap();
     App {
-        base: format!("http://{addr}"),
+        base: server.base_url(),
         http: Client::new(),
         _env: env,
-        _stop: stop,
+        _server: server,
     }
 }
 

@@ -15,10 +15,8 @@ use std::{
     time::Duration,
 };
 
-use coupon_engine::{
-    EngineConfig, EngineError, NewTemplate, RefundPolicy,
-    testkit::{Backends, TestEnv, local::LocalPostgres, shared_backends},
-};
+use coupon_engine::{EngineConfig, EngineError, NewTemplate, RefundPolicy};
+use coupon_testkit::{Backends, TestEnv, local::LocalPostgres, shared_backends};
 use uuid::Uuid;
 
 use crate::{rid, uid};

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use coupon_engine::{
     CouponEngine, CouponStatus, Discount, DiscountKind, EngineError, NewTemplate, RefundPolicy,
-    testkit::TestEnv,
 };
+use coupon_testkit::TestEnv;
 use futures::future::join_all;
 use uuid::Uuid;
 

@@ -12,12 +12,12 @@ use coupon_engine::domain::ids::TemplateId;
 use coupon_engine::{
     EngineConfig, EngineError, NewTemplate, ReconcileOptions, RefundPolicy, Variant,
     store::postgres,
-    testkit::{
-        Backends, ProvisionError, TestEnv,
-        local::RedisPersistence,
-        redis_cluster::{Failover, LocalCluster},
-        shared_backends,
-    },
+};
+use coupon_testkit::{
+    Backends, ProvisionError, TestEnv,
+    local::RedisPersistence,
+    redis_cluster::{Failover, LocalCluster},
+    shared_backends,
 };
 
 use crate::{rid, uid};

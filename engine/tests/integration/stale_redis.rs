@@ -10,11 +10,11 @@ use std::{sync::Arc, time::Duration};
 use coupon_engine::{
     EngineConfig, EngineError, NewTemplate, ReconcileOptions, RefundPolicy, Variant,
     store::postgres,
-    testkit::{
-        Backends, TestEnv,
-        local::{LocalRedis, RedisPersistence},
-        shared_backends,
-    },
+};
+use coupon_testkit::{
+    Backends, TestEnv,
+    local::{LocalRedis, RedisPersistence},
+    shared_backends,
 };
 
 use coupon_engine::domain::ids::TemplateId;

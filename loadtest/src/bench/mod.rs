@@ -19,11 +19,8 @@ use std::{
 };
 
 use anyhow::Context;
-use coupon_engine::{
-    Persistence,
-    service::BatchHistogram,
-    testkit::{Backends, shared_backends},
-};
+use coupon_engine::{Persistence, service::BatchHistogram};
+use coupon_testkit::{Backends, shared_backends};
 use time::{OffsetDateTime, macros::format_description};
 
 pub(crate) use cli::BenchCli;

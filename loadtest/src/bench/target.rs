@@ -8,9 +8,9 @@ use anyhow::Context;
 use coupon_engine::{
     CouponEngine, EngineConfig, NewTemplate, Persistence, RefundPolicy,
     domain::ids::{RequestId, UserId},
-    http::{AppState, serve},
-    testkit::{Backends, TestEnv},
+    http::AppState,
 };
+use coupon_testkit::{Backends, SpawnedServer, TestEnv, spawn_server};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
@@ -37,8 +37,8 @@ pub(crate) struct Target {
 pub(crate) const CLAIMS_PER_USER: u64 = 1;
 
 impl Target {
-    /// Starts an engine in `persistence` mode on `backends`, with `worker_threads` for its
-    /// runtime.
+    /// Starts an engine in `persistence` mode on `backends`, served on a runtime of its own
+    /// with `worker_threads` (the server runs on that runtime's workers).
     pub(crate) fn start(
         backends: Arc<Backends>,
         persistence: Persistence,
@@ -57,25 +57,21 @@ impl Target {
                     .context("server runtime")?;
                 rt.block_on(async move {
                     let ready = setup(backends, persistence).await;
-                    let (env, listener, sold_out, granting) = match ready {
+                    let (env, server, sold_out, granting) = match ready {
                         Ok(r) => r,
                         Err(e) => {
                             let _ = ready_tx.send(Err(e));
                             return Ok(());
                         }
                     };
-                    let addr = listener.local_addr()?;
-                    let state = AppState::new(env.engine.clone(), "bench-admin", SECRET);
                     let _ = ready_tx.send(Ok((
-                        format!("http://{addr}"),
+                        server.base_url(),
                         env.engine.clone(),
                         sold_out,
                         granting,
                     )));
-                    serve(listener, state, async move {
-                        let _ = stop_rx.await;
-                    })
-                    .await?;
+                    let _ = stop_rx.await;
+                    server.stop().await?;
                     env.engine.shutdown().await;
                     tokio::task::spawn_blocking(move || drop(env)).await?;
                     Ok(())
@@ -108,10 +104,12 @@ impl Target {
     }
 }
 
+/// The bench environment, its two templates, and its server (a task of the calling runtime,
+/// the bench server's own).
 async fn setup(
     backends: Arc<Backends>,
     persistence: Persistence,
-) -> anyhow::Result<(TestEnv, tokio::net::TcpListener, Uuid, Uuid)> {
+) -> anyhow::Result<(TestEnv, SpawnedServer, Uuid, Uuid)> {
     let config = EngineConfig {
         persistence,
         ..EngineConfig::default()
@@ -143,8 +141,8 @@ async fn setup(
         ))
         .await?
         .id;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    let server = spawn_server(AppState::new(env.engine.clone(), "bench-admin", SECRET))
         .await
-        .context("binding 127.0.0.1:0")?;
-    Ok((env, listener, sold_out.as_uuid(), granting.as_uuid()))
+        .context("serving on 127.0.0.1:0")?;
+    Ok((env, server, sold_out.as_uuid(), granting.as_uuid()))
 }

@@ -7,11 +7,11 @@ use std::{sync::Arc, time::Duration};
 use coupon_engine::{
     EngineConfig, NewTemplate, Persistence, RefundPolicy,
     domain::ids::{RequestId, UserId},
-    testkit::{Backends, TestEnv, local::LocalRedis, shared_backends},
 };
 use coupon_proptests::{
     EventKind, Invariant, Op, OpResult, Recorder, check_acks, op::CouponRef, run::final_state,
 };
+use coupon_testkit::{Backends, TestEnv, local::LocalRedis, shared_backends};
 
 /// Claims five coupons, kills Redis, claims once more (which rebuilds), drains, and returns
 /// the ack checker's violations.

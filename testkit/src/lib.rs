@@ -1,5 +1,11 @@
-//! Provisioning of Redis and Postgres for tests and load runs (docs/ARCHITECTURE.md,
-//! "Provisioning"), in this order:
+//! # coupon-testkit
+//!
+//! Provisioning of Redis and Postgres for the engine's integration tests, the load test and
+//! the property tests (docs/ARCHITECTURE.md, "Provisioning"). A crate of its own, not a
+//! module of the engine: the engine's library never carries test-only dependencies
+//! (testcontainers, tempfile), and the engine dev-depends on it.
+//!
+//! Backends are provisioned in this order:
 //!
 //! 1. `COUPON_REDIS_URL` and `COUPON_DATABASE_URL`: existing services;
 //! 2. testcontainers (images from `images.env`) when a Docker daemon answers;
@@ -12,6 +18,9 @@
 //! Every [`TestEnv`] gets its own Postgres database (copied from a migrated template
 //! database, so it is fast) and its own Redis namespace, so tests run in parallel on
 //! shared servers and clean up after themselves.
+//!
+//! [`spawn_server`] serves an engine's HTTP API in-process on a free loopback port, for the
+//! HTTP integration tests and the load test alike.
 
 mod containers;
 mod env;
@@ -19,14 +28,16 @@ pub mod images;
 pub mod local;
 pub mod redis_cluster;
 pub mod redis_server;
+mod server;
 
 pub use env::TestEnv;
+pub use server::{SpawnedServer, spawn_server};
 
 use std::sync::Arc;
 
 use tokio::sync::OnceCell;
 
-use crate::store::redis_conn::RedisTarget;
+use coupon_engine::RedisTarget;
 
 /// Why no backends could be provisioned.
 #[derive(Debug, thiserror::Error)]

@@ -7,36 +7,30 @@
 //! Replicas authenticate to their master as the ACL user `repl`; cutting replication turns
 //! that user off on the master and kills its links, so the replica cannot catch up until
 //! [`LocalCluster::restore_replication`].
+//!
+//! The node level (spawning a `redis-server` in cluster mode, the per-node queries the waits
+//! poll) is in `redis_cluster/node.rs`, so that this file is about the cluster as a whole.
 
 use std::{
-    path::Path,
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
-use redis::{ConnectionLike, FromRedisValue};
-
-use super::{
+use crate::{
     ProvisionError,
-    local::{find_binary, free_ports, wait_for_port, watchdog},
+    local::{find_binary, free_ports, wait_for_port},
     redis_server::RedisPersistence,
 };
-use crate::store::{
-    cluster_nodes::{self, ClusterNode},
-    redis_conn::RedisTarget,
+use coupon_engine::store::{cluster_nodes::ClusterNode, redis_conn::RedisTarget};
+
+mod node;
+
+use node::{
+    REPL_USER, connect, field, info_field, info_like, is_master, local, query, spawn, view_from,
 };
 
 const MASTERS: usize = 3;
-const REPL_USER: &str = "repl";
-const REPL_PASSWORD: &str = "coupon-testkit-repl";
-/// Short, so a failover takes a couple of seconds; long enough that a busy 2-core machine
-/// does not fail nodes over by itself.
-const NODE_TIMEOUT_MS: u64 = 1000;
 const WAIT: Duration = Duration::from_secs(30);
-
-fn local(e: impl std::fmt::Display) -> ProvisionError {
-    ProvisionError::Local(e.to_string())
-}
 
 /// One node: its process (None while killed), client and bus ports, and data dir.
 #[derive(Debug)]
@@ -435,93 +429,4 @@ impl Drop for LocalCluster {
             }
         }
     }
-}
-
-fn view_from(port: u16) -> Result<Vec<ClusterNode>, ProvisionError> {
-    let text: String = query(&mut connect(port)?, redis::cmd("CLUSTER").arg("NODES"))?;
-    Ok(cluster_nodes::parse(&text))
-}
-
-/// A master the cluster has not failed (it may still be suspected by some).
-fn is_master(n: &ClusterNode) -> bool {
-    n.master && !n.failed
-}
-
-fn connect(port: u16) -> Result<redis::Connection, ProvisionError> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).map_err(local)?;
-    let c = client
-        .get_connection_with_timeout(Duration::from_secs(2))
-        .map_err(|e| local(format!(":{port}: {e}")))?;
-    c.set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(local)?;
-    Ok(c)
-}
-
-fn query<T: FromRedisValue>(
-    c: &mut redis::Connection,
-    cmd: &mut redis::Cmd,
-) -> Result<T, ProvisionError> {
-    let value = c.req_command(cmd).map_err(local)?;
-    redis::from_redis_value(value).map_err(local)
-}
-
-fn info_like(port: u16, cmd: &str, arg: &str) -> Result<String, ProvisionError> {
-    query(&mut connect(port)?, redis::cmd(cmd).arg(arg))
-}
-
-fn info_field(port: u16, section: &str, name: &str) -> Result<Option<String>, ProvisionError> {
-    Ok(field(&info_like(port, "INFO", section)?, name))
-}
-
-fn field(info: &str, name: &str) -> Option<String> {
-    info.lines().find_map(|l| {
-        l.strip_prefix(name)?
-            .strip_prefix(':')
-            .map(|v| v.trim().to_owned())
-    })
-}
-
-fn spawn(
-    port: u16,
-    bus: u16,
-    dir: &Path,
-    persistence: RedisPersistence,
-) -> Result<Child, ProvisionError> {
-    let bin = find_binary("redis-server")
-        .ok_or_else(|| ProvisionError::Local("redis-server not found in PATH".into()))?;
-    let aof = match persistence {
-        RedisPersistence::None => "no",
-        RedisPersistence::Aof => "yes",
-    };
-    let child = Command::new(bin)
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--cluster-enabled", "yes"])
-        .args(["--cluster-config-file", "nodes.conf"])
-        .args(["--cluster-port", &bus.to_string()])
-        .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
-        // A replica may always take over, however long it was cut off: the lagging
-        // promotion is a fault this cluster exists to produce.
-        .args(["--cluster-replica-validity-factor", "0"])
-        .args(["--masteruser", REPL_USER, "--masterauth", REPL_PASSWORD])
-        .args([
-            "--user",
-            REPL_USER,
-            "on",
-            &format!(">{REPL_PASSWORD}"),
-            "+@all",
-            "~*",
-        ])
-        // A replica that lost its link (revived, or the old master after a takeover) resyncs
-        // at once instead of after the default 5 s.
-        .args(["--repl-diskless-sync-delay", "0"])
-        .args(["--save", ""])
-        .args(["--appendonly", aof, "--appendfsync", "everysec"])
-        .arg("--dir")
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| ProvisionError::Local(format!("redis-server: {e}")))?;
-    watchdog(&format!("kill -9 {}", child.id()));
-    Ok(child)
 }

@@ -10,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use super::{
+use crate::{
     ProvisionError,
     local::{find_binary, free_port, wait_for_port, watchdog},
 };
@@ -51,7 +51,7 @@ impl LocalRedis {
     pub fn start_with(persistence: RedisPersistence) -> Result<Self, ProvisionError> {
         let dir = tempfile::tempdir().map_err(local)?;
         let port = free_port()?;
-        let child = spawn(port, dir.path(), persistence)?;
+        let child = spawn_redis_server(port, dir.path(), persistence, &[])?;
         let redis = Self {
             child,
             port,
@@ -154,7 +154,7 @@ impl LocalRedis {
     }
 
     fn start_again(&mut self, persistence: RedisPersistence) -> Result<(), ProvisionError> {
-        self.child = spawn(self.port, self.dir.path(), persistence)?;
+        self.child = spawn_redis_server(self.port, self.dir.path(), persistence, &[])?;
         wait_for_port(self.port, Duration::from_secs(10))?;
         // A port that accepts may still be loading its data: wait for PING to answer.
         for _ in 0..500 {
@@ -207,7 +207,14 @@ impl LocalRedis {
     }
 }
 
-fn spawn(port: u16, dir: &Path, persistence: RedisPersistence) -> Result<Child, ProvisionError> {
+/// Starts `redis-server` on 127.0.0.1:`port` with its files in `dir`, then `extra` arguments
+/// (a cluster node's); a watchdog kills it if this process dies first.
+pub(crate) fn spawn_redis_server(
+    port: u16,
+    dir: &Path,
+    persistence: RedisPersistence,
+    extra: &[String],
+) -> Result<Child, ProvisionError> {
     let bin = find_binary("redis-server")
         .ok_or_else(|| ProvisionError::Local("redis-server not found in PATH".into()))?;
     let aof = match persistence {
@@ -219,6 +226,7 @@ fn spawn(port: u16, dir: &Path, persistence: RedisPersistence) -> Result<Child, 
         // No automatic snapshots: the nemesis decides when one is taken.
         .args(["--save", ""])
         .args(aof)
+        .args(extra)
         .arg("--dir")
         .arg(dir)
         .stdout(Stdio::null())

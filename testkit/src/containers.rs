@@ -10,7 +10,7 @@ use testcontainers_modules::{
     testcontainers::{ImageExt, runners::AsyncRunner},
 };
 
-use super::{Backends, ProvisionError, Way, images};
+use crate::{Backends, ProvisionError, Way, images};
 
 /// True if a Docker daemon socket or `DOCKER_HOST` is configured.
 pub fn docker_configured() -> bool {
@@ -18,7 +18,7 @@ pub fn docker_configured() -> bool {
         || std::path::Path::new("/var/run/docker.sock").exists()
 }
 
-pub(super) async fn start() -> Result<Backends, ProvisionError> {
+pub(crate) async fn start() -> Result<Backends, ProvisionError> {
     if !docker_configured() {
         return Err(ProvisionError::Containers(
             "no Docker daemon (no DOCKER_HOST, no /var/run/docker.sock)".into(),
@@ -43,7 +43,7 @@ pub(super) async fn start() -> Result<Backends, ProvisionError> {
     let redis_port = redis.get_host_port_ipv4(6379).await.map_err(|e| err(&e))?;
     let pg_port = pg.get_host_port_ipv4(5432).await.map_err(|e| err(&e))?;
     Ok(Backends::assembled(
-        crate::RedisTarget::Node(format!("redis://127.0.0.1:{redis_port}/")),
+        coupon_engine::RedisTarget::Node(format!("redis://127.0.0.1:{redis_port}/")),
         format!("postgres://postgres:postgres@127.0.0.1:{pg_port}/postgres"),
         Way::Containers,
         vec![Box::new(redis), Box::new(pg)],

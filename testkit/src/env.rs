@@ -6,8 +6,8 @@ use std::sync::Arc;
 use sqlx::{Connection, Executor, PgConnection, postgres::PgConnectOptions};
 use uuid::Uuid;
 
-use super::{Backends, ProvisionError, shared_backends};
-use crate::{
+use crate::{Backends, ProvisionError, shared_backends};
+use coupon_engine::{
     CouponEngine, EngineConfig, MIGRATOR, RedisTarget,
     store::{
         redis::RedisStore,

@@ -10,8 +10,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::ProvisionError;
-pub use super::redis_server::{LocalRedis, RedisPersistence};
+use crate::ProvisionError;
+pub use crate::redis_server::{LocalRedis, RedisPersistence};
 
 /// A free loopback port (bound then released; good enough for test servers).
 pub fn free_port() -> Result<u16, ProvisionError> {
