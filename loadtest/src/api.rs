@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use coupon_engine::{AuditReport, Coupon, Discount, NewTemplate, RefundPolicy};
+use reqwest::Method;
 use serde::{Deserialize, de::DeserializeOwned};
 use uuid::Uuid;
 
@@ -95,81 +96,71 @@ impl Api {
         }
     }
 
+    /// One call of the API, read as `T`: a non-2xx status is an error with the body.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&serde_json::Value>,
+    ) -> anyhow::Result<T> {
+        let what = format!("{method} {path}");
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let r = request.send().await.with_context(|| what.clone())?;
+        Self::read(&what, r).await
+    }
+
     /// `POST /v1/templates` (admin); the new template's id.
     pub(crate) async fn create_template(&self, spec: &NewTemplate) -> anyhow::Result<Uuid> {
-        let r = self
-            .http
-            .post(format!("{}/v1/templates", self.base))
-            .bearer_auth(&self.admin_token)
-            .json(spec)
-            .send()
-            .await
-            .context("POST /v1/templates")?;
-        let created: Created = Self::read("POST /v1/templates", r).await?;
+        let body = serde_json::to_value(spec).context("encoding the template")?;
+        let admin = Some(self.admin_token.as_str());
+        let created: Created = self
+            .call(Method::POST, "/v1/templates", admin, Some(&body))
+            .await?;
         Ok(created.id)
     }
 
     /// `GET /v1/templates/{id}`: an existing template.
     pub(crate) async fn template(&self, id: Uuid) -> anyhow::Result<Fetched> {
         let path = format!("/v1/templates/{id}");
-        let r = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .with_context(|| format!("GET {path}"))?;
-        Self::read(&format!("GET {path}"), r).await
+        self.call(Method::GET, &path, None, None).await
     }
 
     /// `POST /v1/admin/user-tokens` (admin): the bearer token of `user_id`.
     pub(crate) async fn mint_token(&self, user_id: &str) -> anyhow::Result<String> {
-        let r = self
-            .http
-            .post(format!("{}/v1/admin/user-tokens", self.base))
-            .bearer_auth(&self.admin_token)
-            .json(&serde_json::json!({ "user_id": user_id }))
-            .send()
-            .await
-            .context("POST /v1/admin/user-tokens")?;
-        let t: Token = Self::read("POST /v1/admin/user-tokens", r).await?;
+        let body = serde_json::json!({ "user_id": user_id });
+        let admin = Some(self.admin_token.as_str());
+        let t: Token = self
+            .call(Method::POST, "/v1/admin/user-tokens", admin, Some(&body))
+            .await?;
         Ok(t.token)
     }
 
     /// `GET /v1/admin/templates/{id}/audit` (admin): invariants I1–I5 of one template.
     pub(crate) async fn audit(&self, template: Uuid) -> anyhow::Result<AuditReport> {
         let path = format!("/v1/admin/templates/{template}/audit");
-        let r = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(&self.admin_token)
-            .send()
-            .await
-            .with_context(|| format!("GET {path}"))?;
-        Self::read(&format!("GET {path}"), r).await
+        let admin = Some(self.admin_token.as_str());
+        self.call(Method::GET, &path, admin, None).await
     }
 
     /// `POST /v1/admin/reconcile` (admin): persists stale intents, applies the outbox.
     pub(crate) async fn reconcile(&self) -> anyhow::Result<()> {
-        let r = self
-            .http
-            .post(format!("{}/v1/admin/reconcile", self.base))
-            .bearer_auth(&self.admin_token)
-            .send()
-            .await
-            .context("POST /v1/admin/reconcile")?;
-        let _: serde_json::Value = Self::read("POST /v1/admin/reconcile", r).await?;
+        let admin = Some(self.admin_token.as_str());
+        let _: serde_json::Value = self
+            .call(Method::POST, "/v1/admin/reconcile", admin, None)
+            .await?;
         Ok(())
     }
 
     /// `GET /v1/users/me/coupons` with a user's token: everything the user holds.
     pub(crate) async fn wallet(&self, token: &str) -> anyhow::Result<Vec<Coupon>> {
-        let r = self
-            .http
-            .get(format!("{}/v1/users/me/coupons", self.base))
-            .bearer_auth(token)
-            .send()
+        self.call(Method::GET, "/v1/users/me/coupons", Some(token), None)
             .await
-            .context("GET /v1/users/me/coupons")?;
-        Self::read("GET /v1/users/me/coupons", r).await
     }
 }

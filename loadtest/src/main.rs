@@ -44,8 +44,8 @@ use tracing_subscriber::EnvFilter;
 async fn main() -> ExitCode {
     // `bench` is a command of its own beside the scenarios (which stay the first argument).
     match std::env::args().nth(1).as_deref() {
-        Some("bench") => return bench_main().await,
-        Some("audit") => return audit_main().await,
+        Some("bench") => return command_main("bench", bench::run).await,
+        Some("audit") => return command_main("audit", merge::run).await,
         _ => {}
     }
     let cli = match cli::Cli::try_parse() {
@@ -77,31 +77,22 @@ fn command_args() -> impl Iterator<Item = String> {
         .map(|(_, a)| a)
 }
 
-async fn audit_main() -> ExitCode {
-    let cli = match merge::AuditCli::try_parse_from(command_args()) {
+/// Runs the command `name` (its arguments parsed as `C`) and maps its result to the exit
+/// code: its own on success, a setup error otherwise.
+async fn command_main<C, F>(name: &str, run: impl FnOnce(C) -> F) -> ExitCode
+where
+    C: Parser,
+    F: Future<Output = anyhow::Result<u8>>,
+{
+    let cli = match C::try_parse_from(command_args()) {
         Ok(cli) => cli,
         Err(e) => return usage_exit(&e),
     };
     init_tracing();
-    match merge::run(cli).await {
+    match run(cli).await {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("coupon-loadtest audit: setup error: {e:#}");
-            ExitCode::from(verdict::EXIT_SETUP)
-        }
-    }
-}
-
-async fn bench_main() -> ExitCode {
-    let cli = match bench::BenchCli::try_parse_from(command_args()) {
-        Ok(cli) => cli,
-        Err(e) => return usage_exit(&e),
-    };
-    init_tracing();
-    match bench::run(cli).await {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("coupon-loadtest bench: setup error: {e:#}");
+            eprintln!("coupon-loadtest {name}: setup error: {e:#}");
             ExitCode::from(verdict::EXIT_SETUP)
         }
     }
