@@ -131,17 +131,7 @@ pub(crate) fn claims_over_time(series: &[ClaimSeries]) -> String {
 
 /// X axis labelled in seconds since the load began.
 fn seconds_axis(s: &mut String, x_max: f64, px: impl Fn(f64) -> f64) {
-    let step = nice_step(x_max / 6.0);
-    let mut x = 0.0;
-    while x <= x_max + 1e-9 {
-        let _ = write!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#555">{x:.0}s</text>"##,
-            px(x),
-            H - BOTTOM + 16.0
-        );
-        x += step;
-    }
+    second_ticks(s, x_max, 6.0, H - BOTTOM + 16.0, px);
     let _ = write!(
         s,
         r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#555">seconds since the load began</text>"##,
@@ -169,6 +159,26 @@ fn log_grid(s: &mut String, lo: f64, hi: f64, py: impl Fn(f64) -> f64) {
             y + 4.0
         );
         d += 1.0;
+    }
+}
+
+/// About `ticks` labels `Ns` along an axis of `x_max` seconds, at height `y`.
+pub(super) fn second_ticks(
+    s: &mut String,
+    x_max: f64,
+    ticks: f64,
+    y: f64,
+    px: impl Fn(f64) -> f64,
+) {
+    let step = nice_step(x_max / ticks);
+    let mut x = 0.0;
+    while x <= x_max + 1e-9 {
+        let _ = write!(
+            s,
+            r##"<text x="{:.1}" y="{y:.1}" font-size="11" text-anchor="middle" fill="#555">{x:.0}s</text>"##,
+            px(x)
+        );
+        x += step;
     }
 }
 

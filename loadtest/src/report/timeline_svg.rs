@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::{
     esc,
-    svg::{nice_max, nice_step},
+    svg::{nice_max, second_ticks},
 };
 use crate::timeline::Second;
 
@@ -41,17 +41,7 @@ pub(crate) fn timeline(seconds: &[Second], markers: &[(f64, String)]) -> String 
     panel(&mut s, seconds, TOP, &throughput, &px);
     panel(&mut s, seconds, TOP + PANEL + GAP, &latency, &px);
     let bottom = TOP + PANEL + GAP + PANEL;
-    let step = nice_step(x_max / 8.0);
-    let mut x = 0.0;
-    while x <= x_max + 1e-9 {
-        let _ = write!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#555">{x:.0}s</text>"##,
-            px(x),
-            bottom + 16.0
-        );
-        x += step;
-    }
+    second_ticks(&mut s, x_max, 8.0, bottom + 16.0, px);
     for (at, label) in markers {
         let x = px(at.clamp(0.0, x_max));
         let _ = write!(
