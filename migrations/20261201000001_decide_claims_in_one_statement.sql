@@ -120,11 +120,11 @@ BEGIN
         ON CONFLICT (template_id, claim_request_id) DO NOTHING
         RETURNING 1
     ),
-    -- The round-1 behaviour (p_enforce false) kept no counter.
+    -- The round-1 behaviour (p_enforce false) kept no counter. Postgres runs a
+    -- data-modifying WITH to completion whether or not the query reads it.
     bump AS (
         UPDATE template_stock SET counted = counted + (SELECT count(*) FROM ins)
          WHERE template_id = p_template AND p_enforce
-        RETURNING 1
     )
     SELECT CASE
              WHEN k.kind IN ('fenced', 'epoch_ahead') THEN k.kind
@@ -149,8 +149,6 @@ BEGIN
            END
       FROM kind k
       LEFT JOIN judged first ON first.rid = k.rid AND k.kind = 'new'
-     -- Referencing bump makes the UPDATE run; it returns at most one row.
-     WHERE (SELECT count(*) FROM bump) >= 0
      ORDER BY k.i;
 END
 $$;
