@@ -81,7 +81,16 @@ pub(crate) async fn redis_claim_script(
     let stock: i64 = if granting { 1_000_000_000_000 } else { 0 };
     let () = conn.set(&k.stock, stock).await?;
     let () = conn.set(&k.epoch, 1).await?;
+    // The empty field marks `claimed` as built, as a rebuild leaves it; without it every
+    // call would measure the script's `not_initialised` exit instead of the claim.
+    let () = conn.hset(&k.claimed, "", 0).await?;
     let rid = if granting { "__rand_int__" } else { "sold-out" };
+    let expected = if granting { "ok" } else { "stock_empty" };
+    let answer = script_answer(conn, &sha, &k, granting).await?;
+    anyhow::ensure!(
+        answer == expected,
+        "the claim script answered {answer:?} where {key} must measure {expected:?}"
+    );
     let args = |n: u64| -> Vec<String> {
         let mut a: Vec<String> = vec![
             "-h".into(),
@@ -131,6 +140,38 @@ pub(crate) async fn redis_claim_script(
         note: format!("{clients} clients, {n} calls, no pipelining"),
         cpu: None,
     })
+}
+
+/// The first element of the claim script's answer to one call on the anchor's keys (a
+/// request id of its own), so a row measures the path it names.
+async fn script_answer(
+    conn: &mut redis::aio::ConnectionManager,
+    sha: &str,
+    k: &TemplateKeys,
+    granting: bool,
+) -> anyhow::Result<String> {
+    let rid = if granting { "anchor-probe" } else { "sold-out" };
+    let reply: Vec<redis::Value> = redis::cmd("EVALSHA")
+        .arg(sha)
+        .arg(5)
+        .arg(&k.stock)
+        .arg(&k.claimed)
+        .arg(k.req(rid))
+        .arg(&k.pending)
+        .arg(&k.epoch)
+        .arg(rid)
+        .arg(format!("u{rid}"))
+        .arg(1_000_000_000)
+        .arg(Uuid::nil().to_string())
+        .arg(1_767_225_600_000_i64)
+        .arg(3600)
+        .query_async(conn)
+        .await
+        .context("one call of the claim script")?;
+    match reply.first() {
+        Some(v) => Ok(redis::from_redis_value_ref::<String>(v)?),
+        None => bail!("the claim script answered nothing"),
+    }
 }
 
 /// Runs redis-benchmark with `--csv`; returns (requests/s, p50 ms, p99 ms).
