@@ -40,6 +40,11 @@ use std::process::ExitCode;
 use clap::{Parser, error::ErrorKind};
 use tracing_subscriber::EnvFilter;
 
+/// The engine servers' allocator (engine/src/bin/server/mod.rs says why): the bench serves
+/// the engine in this process, so it must measure what `coupon-server` runs.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     // `bench` is a command of its own beside the scenarios (which stay the first argument).

@@ -148,7 +148,9 @@ async fn claim(
 ) -> Response {
     timed(&s, "claim", StatusCode::CREATED, async {
         let request_id = RequestId::parse(req.request_id)?;
-        let r = s.engine.claim(id, &user, &request_id).await?;
+        // Boxed: axum and every tower layer move the handler's future by value, so a
+        // kilobyte-sized claim future inline would be copied several times per request.
+        let r = Box::pin(s.engine.claim(id, &user, &request_id)).await?;
         Ok(ClaimResponse {
             coupon_id: r.coupon_id,
             template_id: r.template_id.into(),

@@ -18,6 +18,13 @@ use coupon_engine::{
 };
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc rather than the system allocator: each request allocates and frees buffers and
+/// boxed futures of a few kilobytes, which glibc serves from its slower bins (under
+/// `coupon-loadtest bench`, ~9% of the server threads' CPU was in `malloc_consolidate` and
+/// `unlink_chunk`). `coupon-loadtest` uses the same, so the bench measures this server.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Development default of the admin token: never use it in production.
 const DEV_ADMIN_TOKEN: &str = "dev-admin-token";
 /// Development default of the user-token secret: never use it in production.
