@@ -60,6 +60,8 @@ pub struct BatchStats {
     count: AtomicU64,
     sum: AtomicU64,
     micros: AtomicU64,
+    durable_micros: AtomicU64,
+    waited_micros: AtomicU64,
 }
 
 /// A copy of [`BatchStats`]: cumulative bucket counts, number of batches, total intents.
@@ -73,6 +75,11 @@ pub struct BatchHistogram {
     pub sum: u64,
     /// Time spent in the batches' transactions, microseconds.
     pub micros: u64,
+    /// Time spent in the durability barriers after them (one per batch), microseconds.
+    pub durable_micros: u64,
+    /// Time the claims spent in the group commit, from joining a queue to their verdict
+    /// (queued, decided, made durable), summed over claims, microseconds.
+    pub waited_micros: u64,
 }
 
 impl BatchStats {
@@ -89,6 +96,11 @@ impl BatchStats {
         self.sum.fetch_add(size, Ordering::Relaxed);
     }
 
+    fn observe_durable(&self, took: Duration) {
+        self.durable_micros
+            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+    }
+
     /// The histogram so far.
     pub fn snapshot(&self) -> BatchHistogram {
         BatchHistogram {
@@ -100,6 +112,8 @@ impl BatchStats {
             count: self.count.load(Ordering::Relaxed),
             sum: self.sum.load(Ordering::Relaxed),
             micros: self.micros.load(Ordering::Relaxed),
+            durable_micros: self.durable_micros.load(Ordering::Relaxed),
+            waited_micros: self.waited_micros.load(Ordering::Relaxed),
         }
     }
 }
@@ -150,6 +164,7 @@ impl Batcher {
         template: Arc<Template>,
         intent: PendingIntent,
     ) -> EngineResult<Verdict> {
+        let joined = std::time::Instant::now();
         let (reply, answer) = oneshot::channel();
         let mut job = Job {
             template,
@@ -161,9 +176,13 @@ impl Batcher {
             let queue = self.queue(job.template.id);
             match queue.send(job).await {
                 Ok(()) => {
-                    return answer.await.map_err(|_| {
+                    let verdict = answer.await.map_err(|_| {
                         EngineError::Unavailable("the claim batcher stopped".into())
                     })?;
+                    self.stats
+                        .waited_micros
+                        .fetch_add(joined.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    return verdict;
                 }
                 Err(mpsc::error::SendError(back)) => {
                     job = back;
@@ -296,7 +315,12 @@ impl Committer {
                         return;
                     }
                     // The pool's size bounds how many batches await their barrier.
-                    tokio::spawn(answer_when_durable(undurable, replies, settle));
+                    tokio::spawn(answer_when_durable(
+                        undurable,
+                        replies,
+                        settle,
+                        stats.clone(),
+                    ));
                     return;
                 }
                 Err(e) => {
@@ -323,8 +347,12 @@ async fn answer_when_durable(
     undurable: arbiter::Undurable,
     replies: Vec<oneshot::Sender<EngineResult<Verdict>>>,
     settle: Settle,
+    stats: Arc<BatchStats>,
 ) {
-    match undurable.durable().await {
+    let started = std::time::Instant::now();
+    let durable = undurable.durable().await;
+    stats.observe_durable(started.elapsed());
+    match durable {
         Ok(verdicts) => settle.answer(replies, verdicts).await,
         Err(e) => {
             tracing::warn!(error = %e, "durability barrier failed; the batch's outcome is unknown");

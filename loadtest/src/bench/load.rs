@@ -1,8 +1,8 @@
 //! Closed-loop load: `clients` tasks, each sending its next claim as soon as the previous
 //! answered, for a fixed time; exact latencies of every call. Two drivers of the same shape:
-//! the engine in-process (`CouponEngine::claim`) and a minimal HTTP client (one reqwest
-//! client, no bookkeeping beyond the latency), which is also the generator ceiling the Goose
-//! row is compared with.
+//! the engine in-process (`CouponEngine::claim`) and a minimal HTTP client (a hyper
+//! connection per task, no bookkeeping beyond the latency), which is also the generator
+//! ceiling the Goose row is compared with.
 
 use std::{
     future::Future,
@@ -14,10 +14,11 @@ use coupon_engine::{
     domain::ids::{RequestId, UserId},
     http::auth::user_token,
 };
-use reqwest::StatusCode;
+use hyper::{StatusCode, Uri};
 use uuid::Uuid;
 
 use super::{
+    http_client::{Connection, Endpoint},
     measure::Samples,
     target::{CLAIMS_PER_USER, SECRET},
 };
@@ -36,21 +37,29 @@ fn user(row: &str, task: usize, i: u64) -> String {
     format!("b{row}-{task}-{}", i / CLAIMS_PER_USER)
 }
 
-async fn closed_loop<F, Fut>(clients: usize, run_for: Duration, call: F) -> Samples
+/// Runs `clients` tasks until `run_for` is over; each task owns a state made by `init`
+/// (its connection, say) and threads it through its calls, which answer whether the call got
+/// the expected answer.
+async fn closed_loop<S, I, F, Fut>(clients: usize, run_for: Duration, init: I, call: F) -> Samples
 where
-    F: Fn(usize, u64) -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = bool> + Send,
+    S: Send + 'static,
+    I: Fn(usize) -> S,
+    F: Fn(S, usize, u64) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = (S, bool)> + Send,
 {
     let deadline = Instant::now() + run_for;
     let mut set = tokio::task::JoinSet::new();
     for task in 0..clients {
         let call = call.clone();
+        let mut state = init(task);
         set.spawn(async move {
             let mut s = Samples::with_capacity(16_384);
             let mut i = 0u64;
             while Instant::now() < deadline {
                 let t0 = Instant::now();
-                if call(task, i).await {
+                let (next, ok) = call(state, task, i).await;
+                state = next;
+                if ok {
                     s.push(t0.elapsed());
                 } else {
                     s.errors += 1;
@@ -79,18 +88,24 @@ pub(crate) async fn in_process(
     run_for: Duration,
 ) -> Samples {
     let engine = engine.clone();
-    closed_loop(clients, run_for, move |task, i| {
-        let engine = engine.clone();
-        async move {
-            let rid = format!("{row}-{task}-{i}");
-            let r = claim_as(&engine, template, user(row, task, i), rid).await;
-            match (expect, r) {
-                (Expect::Granted, Ok(r)) => !r.replay,
-                (Expect::SoldOut, Err(EngineError::StockEmpty)) => true,
-                _ => false,
+    closed_loop(
+        clients,
+        run_for,
+        |_| (),
+        move |(), task, i| {
+            let engine = engine.clone();
+            async move {
+                let rid = format!("{row}-{task}-{i}");
+                let r = claim_as(&engine, template, user(row, task, i), rid).await;
+                let ok = match (expect, r) {
+                    (Expect::Granted, Ok(r)) => !r.replay,
+                    (Expect::SoldOut, Err(EngineError::StockEmpty)) => true,
+                    _ => false,
+                };
+                ((), ok)
             }
-        }
-    })
+        },
+    )
     .await
 }
 
@@ -106,7 +121,8 @@ async fn claim_as(
     engine.claim(template.into(), &user, &request_id).await
 }
 
-/// POST /v1/templates/{id}/claims from `clients` tasks sharing one HTTP client.
+/// POST /v1/templates/{id}/claims from `clients` tasks, each on a keep-alive connection of
+/// its own (see `http_client`).
 pub(crate) async fn over_http(
     base_url: &str,
     template: Uuid,
@@ -115,37 +131,24 @@ pub(crate) async fn over_http(
     clients: usize,
     run_for: Duration,
 ) -> anyhow::Result<Samples> {
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(clients)
-        .timeout(Duration::from_secs(10))
-        .build()?;
-    let url: std::sync::Arc<str> = format!("{base_url}/v1/templates/{template}/claims").into();
+    let endpoint = Endpoint::parse(base_url)?;
+    let path: Uri = format!("/v1/templates/{template}/claims").parse()?;
     let want = match expect {
         Expect::SoldOut => StatusCode::CONFLICT,
         Expect::Granted => StatusCode::CREATED,
     };
-    Ok(closed_loop(clients, run_for, move |task, i| {
-        let (http, url) = (http.clone(), url.clone());
+    let init = move |_| Connection::new(endpoint.clone());
+    let run = closed_loop(clients, run_for, init, move |mut conn, task, i| {
+        let path = path.clone();
         async move {
             let token = user_token(SECRET.as_bytes(), &user(row, task, i));
             let body = format!("{{\"request_id\":\"{row}-{task}-{i}\"}}");
-            let sent = http
-                .post(&*url)
-                .bearer_auth(token)
-                .header("content-type", "application/json")
-                .body(body)
-                .send()
-                .await;
-            match sent {
-                Ok(resp) => {
-                    let ok = resp.status() == want;
-                    // Read the body so the connection goes back to the pool.
-                    let _ = resp.bytes().await;
-                    ok
-                }
-                Err(_) => false,
-            }
+            let ok = conn
+                .post_json(&path, &token, body)
+                .await
+                .is_ok_and(|status| status == want);
+            (conn, ok)
         }
-    })
-    .await)
+    });
+    Ok(run.await)
 }
