@@ -71,6 +71,8 @@ impl CouponEngine {
         user_id: &UserId,
         request_id: &RequestId,
     ) -> EngineResult<ClaimReceipt> {
+        // The rare paths below are boxed (`Box::pin`): inline, their futures would make
+        // every claim's future kilobytes larger, and each HTTP layer copies it.
         let template = self.template(template_id).await?;
         template.check_claimable(Self::now())?;
         let limit = template.spec.per_user_limit;
