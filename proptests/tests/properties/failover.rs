@@ -25,7 +25,7 @@ fn sync_engine_holds_its_invariants_through_failovers() {
     let _serial = super::one_at_a_time();
     let cfg = PropertyConfig {
         max_shrink_iters: SHRINK,
-        ..PropertyConfig::new("sync_failover", cases(8, 3), RunConfig::default())
+        ..PropertyConfig::new("sync_failover", cases(6, 3), RunConfig::default())
     };
     let o = check_with(&cfg, failover_scenarios(cfg.max_processes, cfg.max_ops));
     assert_passed(&o);

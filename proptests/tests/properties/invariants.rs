@@ -14,7 +14,7 @@ use super::{assert_passed, cases};
 #[test]
 fn sync_engine_holds_every_invariant_without_faults() {
     let _serial = super::one_at_a_time();
-    let cfg = PropertyConfig::new("sync_no_faults", cases(200, 24), RunConfig::default());
+    let cfg = PropertyConfig::new("sync_no_faults", cases(160, 24), RunConfig::default());
     assert_passed(&check_property(&cfg));
 }
 
@@ -23,7 +23,7 @@ fn sync_engine_holds_every_invariant_under_faults() {
     let _serial = super::one_at_a_time();
     let cfg = PropertyConfig {
         max_faults: 3,
-        ..PropertyConfig::new("sync_faults", cases(60, 24), RunConfig::default())
+        ..PropertyConfig::new("sync_faults", cases(48, 24), RunConfig::default())
     };
     assert_passed(&check_property(&cfg));
 }
@@ -35,6 +35,6 @@ fn async_engine_holds_every_invariant_without_faults() {
         persistence: Persistence::Async,
         ..RunConfig::default()
     };
-    let cfg = PropertyConfig::new("async_no_faults", cases(60, 12), run);
+    let cfg = PropertyConfig::new("async_no_faults", cases(48, 12), run);
     assert_passed(&check_property(&cfg));
 }

@@ -38,7 +38,7 @@ fn property(variant: Variant, name: &str, cases: u32) -> PropertyOutcome {
 #[test]
 fn sync_engine_keeps_every_acknowledged_claim_through_postgres_crashes() {
     let _serial = super::one_at_a_time();
-    let o = property(Variant::Correct, "sync_postgres_crash", cases(8, 3));
+    let o = property(Variant::Correct, "sync_postgres_crash", cases(6, 3));
     assert_passed(&o);
 }
 
