@@ -108,7 +108,7 @@ impl CouponEngine {
                     ));
                 }
                 ClaimScript::NotInitialised => {
-                    Box::pin(self.resync(template_id, Trigger::Missing)).await?;
+                    self.resync(template_id, Trigger::Missing).await?;
                     continue;
                 }
             };
@@ -253,33 +253,16 @@ impl CouponEngine {
         receipt: ClaimReceipt,
         verdict: Verdict,
     ) -> EngineResult<Option<ClaimReceipt>> {
-        if verdict == Verdict::Stored {
-            self.inner
-                .failpoints
-                .hit(Failpoint::ClaimAfterPersist)
-                .await?;
-            // The batch takes its stored intents out of the pending set.
-            return Ok(Some(receipt));
-        }
-        // Boxed: the rare answers' futures (a rebuild among them) would otherwise make
-        // every claim's future, moved through each HTTP layer, several kilobytes larger.
-        Box::pin(self.settle_disagreement(template, request_id, user_id, grant, receipt, verdict))
-            .await
-    }
-
-    /// Answers a claim Postgres did not store as admitted; None: admit it again.
-    async fn settle_disagreement(
-        &self,
-        template: &Template,
-        request_id: &RequestId,
-        user_id: &UserId,
-        grant: &Grant,
-        receipt: ClaimReceipt,
-        verdict: Verdict,
-    ) -> EngineResult<Option<ClaimReceipt>> {
         let template_id = template.id;
         match verdict {
-            Verdict::Stored => Ok(Some(receipt)),
+            Verdict::Stored => {
+                self.inner
+                    .failpoints
+                    .hit(Failpoint::ClaimAfterPersist)
+                    .await?;
+                // The batch takes its stored intents out of the pending set.
+                Ok(Some(receipt))
+            }
             Verdict::Duplicate {
                 coupon_id,
                 user_id: owner,

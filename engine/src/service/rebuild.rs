@@ -40,6 +40,12 @@ impl CouponEngine {
     /// (the count already excludes revoked coupons) and writes Redis, all before commit. A
     /// claim admitted under an older epoch is fenced when its batch is decided.
     pub async fn resync(&self, template_id: TemplateId, trigger: Trigger) -> EngineResult<Rebuilt> {
+        // Boxed: a claim may rebuild, so inline this future would make every claim's future
+        // (copied by each HTTP layer) kilobytes larger for a path most claims never take.
+        Box::pin(self.resync_now(template_id, trigger)).await
+    }
+
+    async fn resync_now(&self, template_id: TemplateId, trigger: Trigger) -> EngineResult<Rebuilt> {
         #[cfg(feature = "mutants")]
         if let Some(r) = crate::mutants::rebuild(self, template_id).await {
             return r;
