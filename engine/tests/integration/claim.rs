@@ -45,6 +45,37 @@ async fn a_claim_issues_a_coupon_and_a_retry_returns_the_same_one() -> R {
     Ok(())
 }
 
+/// One index on (user_id, template_id) serves both the per-user limit of one template and
+/// a user's coupons across templates: the limit counts only the template claimed from, and
+/// the listing still comes newest first.
+#[tokio::test]
+async fn a_users_coupons_span_templates_newest_first_and_limits_stay_per_template() -> R {
+    let env = TestEnv::new().await?;
+    let e = &env.engine;
+    let mut claimed = Vec::new();
+    for n in 0..3 {
+        let t = e.create_template(template(5, 1)).await?;
+        let c = e.claim(t.id, &uid("dana"), &rid(format!("d{n}"))).await?;
+        assert!(matches!(
+            e.claim(t.id, &uid("dana"), &rid(format!("d{n}-again")))
+                .await,
+            Err(EngineError::UserLimit { limit: 1 })
+        ));
+        claimed.push(c.coupon_id);
+        // claimed_at has millisecond resolution: keep the three apart.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let listed: Vec<Uuid> = e
+        .user_coupons(&uid("dana"))
+        .await?
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    claimed.reverse();
+    assert_eq!(listed, claimed);
+    Ok(())
+}
+
 #[tokio::test]
 async fn refusals_are_precise_and_change_nothing() -> R {
     let env = TestEnv::new().await?;
