@@ -132,6 +132,9 @@ pub(super) struct Batcher {
     variant: Variant,
     queues: Mutex<HashMap<TemplateId, mpsc::Sender<Job>>>,
     stats: Arc<BatchStats>,
+    /// The runtime the engine was built on, where every template's worker runs (None
+    /// outside one: then the first claim's runtime).
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Batcher {
@@ -151,6 +154,7 @@ impl Batcher {
             variant,
             queues: Mutex::new(HashMap::new()),
             stats: Arc::default(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         }
     }
 
@@ -217,7 +221,15 @@ impl Batcher {
                     confirm_durable: self.variant.waits_for_durability(),
                     stats: self.stats.clone(),
                 };
-                tokio::spawn(work(rx, committer, self.limits));
+                // On the engine's runtime, not the first claimer's: a worker, its barrier
+                // tasks and the server's claims then share worker threads, and a caller on
+                // another runtime (an in-process client) does not end up hosting the group
+                // commit of every claim that follows.
+                let worker = work(rx, committer, self.limits);
+                match &self.runtime {
+                    Some(rt) => drop(rt.spawn(worker)),
+                    None => drop(tokio::spawn(worker)),
+                }
                 tx
             })
             .clone()
