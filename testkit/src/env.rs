@@ -10,6 +10,7 @@ use crate::{Backends, ProvisionError, shared_backends};
 use coupon_engine::{
     CouponEngine, EngineConfig, MIGRATOR, RedisTarget,
     store::{
+        postgres,
         redis::RedisStore,
         redis_conn::{RedisConn, delete_matching},
     },
@@ -59,8 +60,7 @@ impl TestEnv {
         let opts: PgConnectOptions = backends.database_url.parse().map_err(|e| setup(&e))?;
         let database_url = with_database(&backends.database_url, &database);
         config.namespace = format!("t{}", &Uuid::new_v4().simple().to_string()[..12]);
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(10)
+        let pool = postgres::pool_options(10)
             .connect_with(opts.database(&database))
             .await
             .map_err(|e| setup(&e))?;
@@ -86,8 +86,7 @@ impl TestEnv {
     ) -> Result<CouponEngine, ProvisionError> {
         let setup = |e: &dyn std::fmt::Display| ProvisionError::Setup(e.to_string());
         config.namespace = self.namespace.clone();
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(10)
+        let pool = postgres::pool_options(10)
             .connect(&self.database_url)
             .await
             .map_err(|e| setup(&e))?;

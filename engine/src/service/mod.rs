@@ -135,9 +135,7 @@ impl CouponEngine {
         max_db_connections: u32,
         config: EngineConfig,
     ) -> EngineResult<Self> {
-        let pg = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(max_db_connections)
-            .acquire_timeout(Duration::from_secs(5))
+        let pg = postgres::pool_options(max_db_connections)
             .connect(database_url)
             .await?;
         postgres::MIGRATOR

@@ -35,6 +35,22 @@ use crate::error::{EngineError, EngineResult};
 /// The embedded migrations (`migrations/` at the workspace root).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
+/// How every pool of the engine is built (the server's and the harness's alike), with at
+/// most `max_connections`.
+///
+/// No ping before a connection is handed out (`test_before_acquire`): it is a round trip to
+/// Postgres on every acquire — in a claim batch's serial path, before its decision — and
+/// sqlx pings every connection on its release anyway, dropping one that fails. A
+/// connection that died idle (Postgres restarted) fails the one statement that meets it,
+/// as a failure in the middle of that statement would: the caller's outcome is unknown
+/// (503, retry with the same ids) and the batch is retried on another connection.
+pub fn pool_options(max_connections: u32) -> sqlx::postgres::PgPoolOptions {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(std::time::Duration::from_secs(5))
+        .test_before_acquire(false)
+}
+
 fn corrupt(what: &str) -> EngineError {
     EngineError::Database(sqlx::Error::Protocol(format!(
         "unexpected stored value: {what}"
