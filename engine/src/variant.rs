@@ -48,8 +48,8 @@ pub enum Variant {
     /// Postgres (the round-1 behaviour): a stale Redis oversells.
     #[cfg(feature = "mutants")]
     D8,
-    /// D9: a claim batch is answered as soon as it commits, without the durability
-    /// barrier: the commit is asynchronous, so a Postgres crash loses acknowledged claims.
+    /// D9: a claim batch commits without waiting for its WAL flush and is answered at once,
+    /// so a Postgres crash loses acknowledged claims.
     #[cfg(feature = "mutants")]
     D9,
 }

@@ -1,12 +1,17 @@
-//! One isolated test environment: its own Postgres database and Redis namespace on the
-//! shared backends, with an engine connected to both. Dropping it removes both.
+//! One isolated test environment: its own Postgres database (an emptied slot, see
+//! `case_db.rs`) and Redis namespace on the shared backends, with an engine connected to
+//! both. Dropping it frees the database and removes the namespace's keys.
 
 use std::sync::Arc;
 
 use sqlx::{Connection, Executor, PgConnection, postgres::PgConnectOptions};
 use uuid::Uuid;
 
-use crate::{Backends, ProvisionError, shared_backends};
+use crate::{
+    Backends, ProvisionError,
+    case_db::{CaseDatabase, TemplateRecord},
+    shared_backends,
+};
 use coupon_engine::{
     CouponEngine, EngineConfig, MIGRATOR, RedisTarget,
     store::{
@@ -27,8 +32,7 @@ pub struct TestEnv {
     pub redis: RedisTarget,
     /// This environment's Redis namespace.
     pub namespace: String,
-    admin_url: String,
-    database: String,
+    _database: CaseDatabase,
     _backends: Arc<Backends>,
 }
 
@@ -49,32 +53,28 @@ impl TestEnv {
         backends: Arc<Backends>,
         mut config: EngineConfig,
     ) -> Result<Self, ProvisionError> {
-        let setup = |e: &dyn std::fmt::Display| ProvisionError::Setup(e.to_string());
         let template_db = ensure_template_database(&backends.database_url).await?;
-        let database = format!("coupon_t_{}", Uuid::new_v4().simple());
-        let mut admin = PgConnection::connect(&backends.database_url)
-            .await
-            .map_err(|e| setup(&e))?;
-        create_from_template(&mut admin, &database, &template_db).await?;
-        let _ = admin.close().await;
-        let opts: PgConnectOptions = backends.database_url.parse().map_err(|e| setup(&e))?;
-        let database_url = with_database(&backends.database_url, &database);
+        let database = CaseDatabase::claim(&backends.database_url, &template_db).await?;
+        let opts: PgConnectOptions = backends
+            .database_url
+            .parse()
+            .map_err(ProvisionError::setup)?;
+        let database_url = with_database(&backends.database_url, &database.name);
         config.namespace = format!("t{}", &Uuid::new_v4().simple().to_string()[..12]);
         let pool = postgres::pool_options(10)
-            .connect_with(opts.database(&database))
+            .connect_with(opts.database(&database.name))
             .await
-            .map_err(|e| setup(&e))?;
+            .map_err(ProvisionError::setup)?;
         let redis = RedisStore::connect_to(&backends.redis, &config.namespace)
             .await
-            .map_err(|e| setup(&e))?;
+            .map_err(ProvisionError::setup)?;
         let namespace = config.namespace.clone();
         Ok(Self {
             engine: CouponEngine::new(pool, redis, config),
             database_url,
             redis: backends.redis.clone(),
             namespace,
-            admin_url: backends.database_url.clone(),
-            database,
+            _database: database,
             _backends: backends,
         })
     }
@@ -84,26 +84,24 @@ impl TestEnv {
         &self,
         mut config: EngineConfig,
     ) -> Result<CouponEngine, ProvisionError> {
-        let setup = |e: &dyn std::fmt::Display| ProvisionError::Setup(e.to_string());
         config.namespace = self.namespace.clone();
         let pool = postgres::pool_options(10)
             .connect(&self.database_url)
             .await
-            .map_err(|e| setup(&e))?;
+            .map_err(ProvisionError::setup)?;
         let redis = RedisStore::connect_to(&self.redis, &config.namespace)
             .await
-            .map_err(|e| setup(&e))?;
+            .map_err(ProvisionError::setup)?;
         Ok(CouponEngine::new(pool, redis, config))
     }
 }
 
 impl Drop for TestEnv {
     fn drop(&mut self) {
-        let admin = self.admin_url.clone();
-        let database = self.database.clone();
         let redis = self.redis.clone();
         let pattern = format!("{}:*", self.namespace);
-        // Drop cannot await: clean up on a thread with its own small runtime, and wait.
+        // Drop cannot await: clean up on a thread with its own small runtime, and wait. The
+        // database slot is freed when its holder connection closes, after this.
         let cleanup = std::thread::spawn(move || {
             let Ok(rt) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -112,13 +110,6 @@ impl Drop for TestEnv {
                 return;
             };
             rt.block_on(async move {
-                if let Ok(mut conn) = PgConnection::connect(&admin).await {
-                    let _ = conn
-                        .execute(sqlx::AssertSqlSafe(format!(
-                            "DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)"
-                        )))
-                        .await;
-                }
                 if let Ok(mut conn) = RedisConn::open(&redis).await {
                     let _ = delete_matching(&mut conn, &pattern).await;
                 }
@@ -128,7 +119,7 @@ impl Drop for TestEnv {
     }
 }
 
-fn with_database(url: &str, database: &str) -> String {
+pub(crate) fn with_database(url: &str, database: &str) -> String {
     let (base, query) = url
         .split_once('?')
         .map_or((url, None), |(b, q)| (b, Some(q)));
@@ -142,6 +133,10 @@ fn with_database(url: &str, database: &str) -> String {
 /// Name of the migrated template database for the current migrations.
 fn template_name() -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    // Templates built before their shape was recorded (`case_db::TemplateRecord`) are not reused.
+    for b in b"record-v1" {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
     for m in MIGRATOR.iter() {
         for b in m.checksum.iter().chain(m.version.to_le_bytes().iter()) {
             h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
@@ -152,22 +147,21 @@ fn template_name() -> String {
 
 /// Creates (once, under an advisory lock) a database with the migrations applied.
 async fn ensure_template_database(admin_url: &str) -> Result<String, ProvisionError> {
-    let setup = |e: &dyn std::fmt::Display| ProvisionError::Setup(e.to_string());
     let name = template_name();
     let mut admin = PgConnection::connect(admin_url)
         .await
-        .map_err(|e| setup(&e))?;
+        .map_err(ProvisionError::setup)?;
     sqlx::query("SELECT pg_advisory_lock(7312001)")
         .execute(&mut admin)
         .await
-        .map_err(|e| setup(&e))?;
+        .map_err(ProvisionError::setup)?;
     let result = async {
         let exists: bool =
             sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
                 .bind(&name)
                 .fetch_one(&mut admin)
                 .await
-                .map_err(|e| setup(&e))?;
+                .map_err(ProvisionError::setup)?;
         if !exists {
             let building = format!("{name}_building");
             admin
@@ -175,25 +169,37 @@ async fn ensure_template_database(admin_url: &str) -> Result<String, ProvisionEr
                     "DROP DATABASE IF EXISTS \"{building}\""
                 )))
                 .await
-                .map_err(|e| setup(&e))?;
+                .map_err(ProvisionError::setup)?;
             admin
                 .execute(sqlx::AssertSqlSafe(format!(
                     "CREATE DATABASE \"{building}\""
                 )))
                 .await
-                .map_err(|e| setup(&e))?;
+                .map_err(ProvisionError::setup)?;
             let mut conn = PgConnection::connect(&with_database(admin_url, &building))
                 .await
-                .map_err(|e| setup(&e))?;
-            MIGRATOR.run(&mut conn).await.map_err(|e| setup(&e))?;
-            conn.close().await.map_err(|e| setup(&e))?;
+                .map_err(ProvisionError::setup)?;
+            MIGRATOR
+                .run(&mut conn)
+                .await
+                .map_err(ProvisionError::setup)?;
+            // What a slot must still look like to be emptied and reused (case_db.rs).
+            let record = TemplateRecord::of(&mut conn).await?.to_comment();
+            conn.close().await.map_err(ProvisionError::setup)?;
+            admin
+                .execute(sqlx::AssertSqlSafe(format!(
+                    "COMMENT ON DATABASE \"{building}\" IS '{}'",
+                    record.replace('\'', "''")
+                )))
+                .await
+                .map_err(ProvisionError::setup)?;
             // Renamed only once complete, so a crash mid-migration never leaves a bad template.
             admin
                 .execute(sqlx::AssertSqlSafe(format!(
                     "ALTER DATABASE \"{building}\" RENAME TO \"{name}\""
                 )))
                 .await
-                .map_err(|e| setup(&e))?;
+                .map_err(ProvisionError::setup)?;
         }
         Ok(name)
     }
@@ -203,27 +209,4 @@ async fn ensure_template_database(admin_url: &str) -> Result<String, ProvisionEr
         .await;
     let _ = admin.close().await;
     result
-}
-
-async fn create_from_template(
-    admin: &mut PgConnection,
-    database: &str,
-    template: &str,
-) -> Result<(), ProvisionError> {
-    let sql = format!("CREATE DATABASE \"{database}\" TEMPLATE \"{template}\"");
-    let mut last = None;
-    // Concurrent copies of one template can collide ("source database is being accessed").
-    for attempt in 0..20u64 {
-        match admin.execute(sqlx::AssertSqlSafe(sql.clone())).await {
-            Ok(_) => return Ok(()),
-            Err(e) => {
-                last = Some(e.to_string());
-                tokio::time::sleep(std::time::Duration::from_millis(50 * (attempt + 1))).await;
-            }
-        }
-    }
-    Err(ProvisionError::Setup(format!(
-        "CREATE DATABASE {database}: {}",
-        last.unwrap_or_default()
-    )))
 }

@@ -22,10 +22,12 @@
 //! [`spawn_server`] serves an engine's HTTP API in-process on a free loopback port, for the
 //! HTTP integration tests and the load test alike.
 
+mod case_db;
 mod containers;
 mod env;
 pub mod images;
 pub mod local;
+pub mod process;
 pub mod redis_cluster;
 pub mod redis_server;
 mod server;
@@ -58,6 +60,18 @@ pub enum ProvisionError {
     /// Services were found but could not be prepared (database, migrations).
     #[error("preparing backends: {0}")]
     Setup(String),
+}
+
+impl ProvisionError {
+    /// A failure of the local-binaries way, from any error.
+    pub(crate) fn local(e: impl std::fmt::Display) -> Self {
+        Self::Local(e.to_string())
+    }
+
+    /// A failure to prepare backends that were found, from any error.
+    pub(crate) fn setup(e: impl std::fmt::Display) -> Self {
+        Self::Setup(e.to_string())
+    }
 }
 
 /// How the backends were obtained.

@@ -10,28 +10,48 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::ProvisionError;
 pub use crate::redis_server::{LocalRedis, RedisPersistence};
+use crate::{ProvisionError, process::Watchdog};
 
 /// A free loopback port (bound then released; good enough for test servers).
 pub fn free_port() -> Result<u16, ProvisionError> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| ProvisionError::Local(e.to_string()))?;
-    Ok(l.local_addr()
-        .map_err(|e| ProvisionError::Local(e.to_string()))?
-        .port())
+    Ok(free_ports(1)?[0])
 }
 
-/// `n` distinct free loopback ports (all bound at once, then released: one at a time, the
-/// kernel may hand the same port out twice).
+/// Ports this process has handed out: the kernel may give a released port to the next
+/// `bind(0)`, so two tests starting servers at the same moment could otherwise be handed the
+/// same port, and one test's client would then talk to the other's server (two
+/// `redis-cli --cluster create` sharing a node wait for each other forever).
+static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+
+/// `n` distinct free loopback ports, none handed out before by this process (all bound at
+/// once, then released: one at a time, the kernel may hand the same port out twice).
 pub fn free_ports(n: usize) -> Result<Vec<u16>, ProvisionError> {
-    let local = |e: std::io::Error| ProvisionError::Local(e.to_string());
-    let listeners = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").map_err(local))
-        .collect::<Result<Vec<_>, _>>()?;
-    listeners
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.port()).map_err(local))
-        .collect()
+    let mut handed_out = HANDED_OUT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut listeners = Vec::with_capacity(n);
+    let mut ports = Vec::with_capacity(n);
+    // Bounded: the ephemeral range holds ~28k ports and a test process hands out hundreds.
+    for _ in 0..n * 64 {
+        if ports.len() == n {
+            break;
+        }
+        let l = TcpListener::bind("127.0.0.1:0").map_err(ProvisionError::local)?;
+        let port = l.local_addr().map_err(ProvisionError::local)?.port();
+        if !handed_out.contains(&port) {
+            ports.push(port);
+        }
+        listeners.push(l);
+    }
+    if ports.len() < n {
+        return Err(ProvisionError::Local(format!(
+            "found {} of {n} loopback ports this process had not handed out",
+            ports.len()
+        )));
+    }
+    handed_out.extend(&ports);
+    Ok(ports)
 }
 
 pub(crate) fn find_binary(name: &str) -> Option<PathBuf> {
@@ -78,6 +98,9 @@ pub struct LocalPostgres {
     as_postgres: bool,
     opts: String,
     dir: tempfile::TempDir,
+    // Stops the cluster if this process ends without dropping it (a process-wide static);
+    // disarmed on drop, after `drop` has stopped it.
+    _watchdog: Watchdog,
 }
 
 impl LocalPostgres {
@@ -136,7 +159,7 @@ impl LocalPostgres {
             pg_ctl.display(),
             data.display()
         );
-        watchdog(&stop);
+        let watchdog = Watchdog::arm(&stop)?;
         let pg = Self {
             pg_ctl,
             data,
@@ -144,6 +167,7 @@ impl LocalPostgres {
             as_postgres,
             opts,
             dir,
+            _watchdog: watchdog,
         };
         pg.pg_ctl_start()?;
         Ok(pg)
@@ -191,21 +215,6 @@ impl Drop for LocalPostgres {
             .stderr(Stdio::null())
             .status();
     }
-}
-
-/// Runs `cleanup` (a shell command) once this process is gone, so servers kept in a
-/// process-wide static (never dropped) do not outlive the tests that started them.
-pub(crate) fn watchdog(cleanup: &str) {
-    let script = format!(
-        "while kill -0 {} 2>/dev/null; do sleep 1; done; {cleanup} >/dev/null 2>&1",
-        std::process::id()
-    );
-    let _ = Command::new("sh")
-        .args(["-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
 }
 
 fn pg_command(as_postgres: bool, bin: &Path) -> Command {

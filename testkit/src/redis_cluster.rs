@@ -12,30 +12,31 @@
 //! poll) is in `redis_cluster/node.rs`, so that this file is about the cluster as a whole.
 
 use std::{
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use crate::{
     ProvisionError,
     local::{find_binary, free_ports, wait_for_port},
+    process::ServerProcess,
     redis_server::RedisPersistence,
 };
 use coupon_engine::store::{cluster_nodes::ClusterNode, redis_conn::RedisTarget};
 
 mod node;
 
-use node::{
-    REPL_USER, connect, field, info_field, info_like, is_master, local, query, spawn, view_from,
-};
+use node::{REPL_USER, connect, field, info_field, info_like, is_master, query, spawn, view_from};
 
 const MASTERS: usize = 3;
 const WAIT: Duration = Duration::from_secs(30);
+/// `redis-cli --cluster create` waits for the nodes to agree with no deadline of its own.
+const CREATE_WAIT: Duration = Duration::from_secs(60);
 
 /// One node: its process (None while killed), client and bus ports, and data dir.
 #[derive(Debug)]
 struct Node {
-    child: Option<Child>,
+    child: Option<ServerProcess>,
     port: u16,
     bus: u16,
     dir: tempfile::TempDir,
@@ -70,7 +71,7 @@ impl LocalCluster {
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap_or_else(|| local("cluster not started")))
+        Err(last.unwrap_or_else(|| ProvisionError::local("cluster not started")))
     }
 
     fn start_once(persistence: RedisPersistence) -> Result<Self, ProvisionError> {
@@ -81,7 +82,7 @@ impl LocalCluster {
         // The bus ports are chosen too: the default (port + 10000) may not exist.
         let ports = free_ports(MASTERS * 4)?;
         for pair in ports.chunks(2) {
-            let dir = tempfile::tempdir().map_err(local)?;
+            let dir = tempfile::tempdir().map_err(ProvisionError::local)?;
             let (port, bus) = (pair[0], pair[1]);
             let child = spawn(port, bus, dir.path(), persistence)?;
             cluster.nodes.push(Node {
@@ -91,12 +92,23 @@ impl LocalCluster {
                 dir,
             });
         }
-        for n in &cluster.nodes {
+        for n in &mut cluster.nodes {
             wait_for_port(n.port, Duration::from_secs(10))?;
+            // Something answering is not enough: if this node lost its port to another
+            // process, the answer came from that process's server.
+            if let Some(child) = n.child.as_mut()
+                && let Some(status) = child.exited()
+            {
+                return Err(ProvisionError::local(format!(
+                    "redis-server on :{} exited ({status}); its ports were taken",
+                    n.port
+                )));
+            }
         }
         let cli = find_binary("redis-cli")
             .ok_or_else(|| ProvisionError::Local("redis-cli not found in PATH".into()))?;
-        let out = Command::new(cli)
+        let mut create = Command::new(cli);
+        create
             .arg("--cluster")
             .arg("create")
             .args(
@@ -105,16 +117,8 @@ impl LocalCluster {
                     .iter()
                     .map(|n| format!("127.0.0.1:{}", n.port)),
             )
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| local(format!("redis-cli --cluster create: {e}")))?;
-        if !out.status.success() {
-            return Err(local(format!(
-                "redis-cli --cluster create failed: {}",
-                String::from_utf8_lossy(&out.stdout)
-            )));
-        }
+            .args(["--cluster-replicas", "1", "--cluster-yes"]);
+        run_within(&mut create, CREATE_WAIT)?;
         cluster.wait_healthy()?;
         Ok(cluster)
     }
@@ -136,7 +140,7 @@ impl LocalCluster {
     pub fn pids(&self) -> Vec<u32> {
         self.nodes
             .iter()
-            .filter_map(|n| n.child.as_ref().map(Child::id))
+            .filter_map(|n| n.child.as_ref().and_then(ServerProcess::id))
             .collect()
     }
 
@@ -149,7 +153,7 @@ impl LocalCluster {
         let master = view
             .iter()
             .find(|n| is_master(n) && n.serves(slot))
-            .ok_or_else(|| local(format!("no master owns slot {slot}")))?;
+            .ok_or_else(|| ProvisionError::local(format!("no master owns slot {slot}")))?;
         let replica = view
             .iter()
             .find(|n| n.replica_of.as_deref() == Some(master.id.as_str()))
@@ -166,7 +170,7 @@ impl LocalCluster {
             match self.owners(key)? {
                 (master, Some(replica)) => return Ok((master, replica)),
                 (master, None) if Instant::now() >= deadline => {
-                    return Err(local(format!(
+                    return Err(ProvisionError::local(format!(
                         "master :{master} has had no replica for {WAIT:?}"
                     )));
                 }
@@ -181,8 +185,7 @@ impl LocalCluster {
         let (master, replica) = self.master_and_replica(key)?;
         let node = self.node_mut(master)?;
         if let Some(mut child) = node.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+            child.kill();
         }
         self.wait_master(replica)?;
         self.wait_state_ok()?;
@@ -226,7 +229,7 @@ impl LocalCluster {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Err(local(format!(
+        Err(ProvisionError::local(format!(
             ":{port} did not rejoin as a replica within {WAIT:?}"
         )))
     }
@@ -253,7 +256,9 @@ impl LocalCluster {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        Err(local(format!("replica :{replica} kept its link")))
+        Err(ProvisionError::local(format!(
+            "replica :{replica} kept its link"
+        )))
     }
 
     /// `CLUSTER FAILOVER TAKEOVER` on the replica at `port` (which may lag): it takes its
@@ -267,7 +272,7 @@ impl LocalCluster {
             .and_then(|n| n.replica_of.as_deref())
             .and_then(|id| view.iter().find(|m| m.id == id))
             .map(|m| m.port)
-            .ok_or_else(|| local(format!(":{port} is not a replica")))?;
+            .ok_or_else(|| ProvisionError::local(format!(":{port} is not a replica")))?;
         query::<()>(
             &mut connect(port)?,
             redis::cmd("CLUSTER").arg("FAILOVER").arg("TAKEOVER"),
@@ -306,7 +311,7 @@ impl LocalCluster {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Err(local(format!(
+        Err(ProvisionError::local(format!(
             "cluster not healthy within {WAIT:?}: {last}"
         )))
     }
@@ -367,7 +372,7 @@ impl LocalCluster {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Err(local(format!(
+        Err(ProvisionError::local(format!(
             "cluster_state not ok within {WAIT:?}: {last}"
         )))
     }
@@ -387,7 +392,7 @@ impl LocalCluster {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Err(local(format!(
+        Err(ProvisionError::local(format!(
             ":{port} did not become master within {WAIT:?}"
         )))
     }
@@ -402,7 +407,7 @@ impl LocalCluster {
             .iter()
             .find(|n| n.child.is_some())
             .map(|n| n.port)
-            .ok_or_else(|| local("no live cluster node"))
+            .ok_or_else(|| ProvisionError::local("no live cluster node"))
     }
 
     fn any_live(&self) -> Result<redis::Connection, ProvisionError> {
@@ -413,20 +418,47 @@ impl LocalCluster {
         self.nodes
             .iter_mut()
             .find(|n| n.port == port)
-            .ok_or_else(|| local(format!("no node on :{port}")))
+            .ok_or_else(|| ProvisionError::local(format!("no node on :{port}")))
     }
 }
 
-impl Drop for LocalCluster {
-    fn drop(&mut self) {
-        for n in &mut self.nodes {
-            if let Some(mut child) = n.child.take() {
-                let _ = Command::new("kill")
-                    .args(["-CONT", &child.id().to_string()])
-                    .status();
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+/// Runs `cmd` to its end, killing it after `limit`; its output is in the error either way.
+fn run_within(cmd: &mut Command, limit: Duration) -> Result<(), ProvisionError> {
+    let out = tempfile::tempfile().map_err(ProvisionError::local)?;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().map_err(ProvisionError::local)?)
+        .stderr(out.try_clone().map_err(ProvisionError::local)?)
+        .spawn()
+        .map_err(|e| ProvisionError::local(format!("{cmd:?}: {e}")))?;
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(ProvisionError::local)? {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    match status {
+        Some(s) if s.success() => Ok(()),
+        _ => {
+            let printed = read_all(out);
+            let ended = status.map_or_else(|| format!("killed after {limit:?}"), |s| s.to_string());
+            Err(ProvisionError::local(format!(
+                "{cmd:?}: {ended}: {printed}"
+            )))
         }
     }
 }
+
+fn read_all(mut f: std::fs::File) -> String {
+    use std::io::{Read, Seek};
+    let mut s = String::new();
+    let _ = f.rewind().and_then(|_| f.read_to_string(&mut s));
+    s
+}
+

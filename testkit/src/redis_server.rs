@@ -6,13 +6,14 @@ use std::{
     io::{Read, Write},
     net::TcpStream,
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::Duration,
 };
 
 use crate::{
     ProvisionError,
-    local::{find_binary, free_port, wait_for_port, watchdog},
+    local::{find_binary, free_port, wait_for_port},
+    process::ServerProcess,
 };
 
 /// What the server keeps on disk.
@@ -27,7 +28,7 @@ pub enum RedisPersistence {
 /// A `redis-server` this process started on a free loopback port; killed on drop.
 #[derive(Debug)]
 pub struct LocalRedis {
-    child: Child,
+    child: ServerProcess,
     port: u16,
     dir: tempfile::TempDir,
     persistence: RedisPersistence,
@@ -37,10 +38,6 @@ pub struct LocalRedis {
 #[derive(Debug, Clone)]
 pub struct AofCopy(Vec<(String, Vec<u8>)>);
 
-fn local(e: impl std::fmt::Display) -> ProvisionError {
-    ProvisionError::Local(e.to_string())
-}
-
 impl LocalRedis {
     /// Starts a server with nothing kept on disk.
     pub fn start() -> Result<Self, ProvisionError> {
@@ -49,7 +46,7 @@ impl LocalRedis {
 
     /// Starts a server with the given persistence.
     pub fn start_with(persistence: RedisPersistence) -> Result<Self, ProvisionError> {
-        let dir = tempfile::tempdir().map_err(local)?;
+        let dir = tempfile::tempdir().map_err(ProvisionError::local)?;
         let port = free_port()?;
         let child = spawn_redis_server(port, dir.path(), persistence, &[])?;
         let redis = Self {
@@ -72,15 +69,9 @@ impl LocalRedis {
         self.port
     }
 
-    /// Its process id (for the nemesis: SIGKILL, SIGSTOP, SIGCONT).
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Kills it with SIGKILL, as a crash would.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill();
     }
 
     /// Kills it and starts a fresh, empty server on the same port.
@@ -93,7 +84,7 @@ impl LocalRedis {
     /// `SAVE`s now and returns the RDB snapshot (what a restart would load later).
     pub fn snapshot_rdb(&self) -> Result<Vec<u8>, ProvisionError> {
         self.command(&["SAVE"])?;
-        std::fs::read(self.dir.path().join("dump.rdb")).map_err(local)
+        std::fs::read(self.dir.path().join("dump.rdb")).map_err(ProvisionError::local)
     }
 
     /// Kills it and restarts it from `rdb`: every write since the snapshot is gone, but the
@@ -101,7 +92,7 @@ impl LocalRedis {
     pub fn restart_from_rdb(&mut self, rdb: &[u8]) -> Result<(), ProvisionError> {
         self.kill();
         self.wipe()?;
-        std::fs::write(self.dir.path().join("dump.rdb"), rdb).map_err(local)?;
+        std::fs::write(self.dir.path().join("dump.rdb"), rdb).map_err(ProvisionError::local)?;
         // The RDB is only loaded with AOF off; AOF is switched back on once it is loaded.
         self.start_again(RedisPersistence::None)?;
         if self.persistence == RedisPersistence::Aof {
@@ -115,10 +106,13 @@ impl LocalRedis {
     pub fn copy_aof(&self) -> Result<AofCopy, ProvisionError> {
         let aof = self.dir.path().join("appendonlydir");
         let mut files = Vec::new();
-        for entry in std::fs::read_dir(&aof).map_err(local)? {
-            let entry = entry.map_err(local)?;
+        for entry in std::fs::read_dir(&aof).map_err(ProvisionError::local)? {
+            let entry = entry.map_err(ProvisionError::local)?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            files.push((name, std::fs::read(entry.path()).map_err(local)?));
+            files.push((
+                name,
+                std::fs::read(entry.path()).map_err(ProvisionError::local)?,
+            ));
         }
         Ok(AofCopy(files))
     }
@@ -128,29 +122,16 @@ impl LocalRedis {
         self.kill();
         self.wipe()?;
         let aof = self.dir.path().join("appendonlydir");
-        std::fs::create_dir_all(&aof).map_err(local)?;
+        std::fs::create_dir_all(&aof).map_err(ProvisionError::local)?;
         for (name, bytes) in &copy.0 {
-            std::fs::write(aof.join(name), bytes).map_err(local)?;
+            std::fs::write(aof.join(name), bytes).map_err(ProvisionError::local)?;
         }
         self.start_again(RedisPersistence::Aof)
     }
 
-    /// Sends a signal by name (`STOP`, `CONT`, `KILL`) with kill(1).
+    /// Sends a signal by name (`STOP`, `CONT`, `KILL`) while it runs.
     pub fn signal(&self, sig: &str) -> Result<(), ProvisionError> {
-        let ok = Command::new("kill")
-            .arg(format!("-{sig}"))
-            .arg(self.pid().to_string())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if ok {
-            Ok(())
-        } else {
-            Err(ProvisionError::Local(format!(
-                "kill -{sig} {} failed",
-                self.pid()
-            )))
-        }
+        self.child.signal(sig)
     }
 
     fn start_again(&mut self, persistence: RedisPersistence) -> Result<(), ProvisionError> {
@@ -172,8 +153,8 @@ impl LocalRedis {
     }
 
     fn wipe(&self) -> Result<(), ProvisionError> {
-        for entry in std::fs::read_dir(self.dir.path()).map_err(local)? {
-            let path = entry.map_err(local)?.path();
+        for entry in std::fs::read_dir(self.dir.path()).map_err(ProvisionError::local)? {
+            let path = entry.map_err(ProvisionError::local)?.path();
             let _ = if path.is_dir() {
                 std::fs::remove_dir_all(&path)
             } else {
@@ -186,16 +167,18 @@ impl LocalRedis {
     /// One command over a plain connection (this module stays free of async and of the
     /// redis client); returns the raw first reply line.
     fn command(&self, args: &[&str]) -> Result<String, ProvisionError> {
-        let mut conn = TcpStream::connect(("127.0.0.1", self.port)).map_err(local)?;
+        let mut conn =
+            TcpStream::connect(("127.0.0.1", self.port)).map_err(ProvisionError::local)?;
         conn.set_read_timeout(Some(Duration::from_secs(30)))
-            .map_err(local)?;
+            .map_err(ProvisionError::local)?;
         let mut req = format!("*{}\r\n", args.len());
         for a in args {
             req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
         }
-        conn.write_all(req.as_bytes()).map_err(local)?;
+        conn.write_all(req.as_bytes())
+            .map_err(ProvisionError::local)?;
         let mut buf = [0u8; 512];
-        let n = conn.read(&mut buf).map_err(local)?;
+        let n = conn.read(&mut buf).map_err(ProvisionError::local)?;
         let reply = String::from_utf8_lossy(&buf[..n]).into_owned();
         if reply.starts_with('-') {
             return Err(ProvisionError::Local(format!(
@@ -214,32 +197,24 @@ pub(crate) fn spawn_redis_server(
     dir: &Path,
     persistence: RedisPersistence,
     extra: &[String],
-) -> Result<Child, ProvisionError> {
+) -> Result<ServerProcess, ProvisionError> {
     let bin = find_binary("redis-server")
         .ok_or_else(|| ProvisionError::Local("redis-server not found in PATH".into()))?;
     let aof = match persistence {
         RedisPersistence::None => ["--appendonly", "no", "--appendfsync", "everysec"],
         RedisPersistence::Aof => ["--appendonly", "yes", "--appendfsync", "everysec"],
     };
-    let child = Command::new(bin)
-        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-        // No automatic snapshots: the nemesis decides when one is taken.
-        .args(["--save", ""])
-        .args(aof)
-        .args(extra)
-        .arg("--dir")
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| ProvisionError::Local(format!("redis-server: {e}")))?;
-    watchdog(&format!("kill -9 {}", child.id()));
-    Ok(child)
-}
-
-impl Drop for LocalRedis {
-    fn drop(&mut self) {
-        let _ = self.signal("CONT");
-        self.kill();
-    }
+    ServerProcess::spawn(
+        Command::new(bin)
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            // No automatic snapshots: the nemesis decides when one is taken.
+            .args(["--save", ""])
+            .args(aof)
+            .args(extra)
+            .arg("--dir")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        "redis-server",
+    )
 }

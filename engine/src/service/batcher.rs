@@ -5,10 +5,9 @@
 //! commits, the next one fills, so the template's hot row and the fsync are paid once per
 //! batch instead of once per claim.
 //!
-//! The fsync is not paid inside the hot row's lock either: a batch commits without waiting
-//! for its flush, and a task of its own answers the batch's claims only after a durability
-//! barrier on the connection that committed it; meanwhile the worker decides the next
-//! batch on another connection (Postgres merges the barriers' flushes).
+//! A batch commits synchronously and its claims are answered from that commit; the fsync is
+//! inside the hot row's lock, and what queues during it is the next batch. Answering (and
+//! the Redis call that follows) runs in a task of its own, off the worker's path.
 
 use std::{
     collections::HashMap,
@@ -60,7 +59,6 @@ pub struct BatchStats {
     count: AtomicU64,
     sum: AtomicU64,
     micros: AtomicU64,
-    durable_micros: AtomicU64,
     waited_micros: AtomicU64,
 }
 
@@ -73,12 +71,10 @@ pub struct BatchHistogram {
     pub count: u64,
     /// Intents decided.
     pub sum: u64,
-    /// Time spent in the batches' transactions, microseconds.
+    /// Time spent in the batches' transactions (their WAL flush included), microseconds.
     pub micros: u64,
-    /// Time spent in the durability barriers after them (one per batch), microseconds.
-    pub durable_micros: u64,
     /// Time the claims spent in the group commit, from joining a queue to their verdict
-    /// (queued, decided, made durable), summed over claims, microseconds.
+    /// (queued, decided, committed), summed over claims, microseconds.
     pub waited_micros: u64,
 }
 
@@ -96,11 +92,6 @@ impl BatchStats {
         self.sum.fetch_add(size, Ordering::Relaxed);
     }
 
-    fn observe_durable(&self, took: Duration) {
-        self.durable_micros
-            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
-    }
-
     /// The histogram so far.
     pub fn snapshot(&self) -> BatchHistogram {
         BatchHistogram {
@@ -112,7 +103,6 @@ impl BatchStats {
             count: self.count.load(Ordering::Relaxed),
             sum: self.sum.load(Ordering::Relaxed),
             micros: self.micros.load(Ordering::Relaxed),
-            durable_micros: self.durable_micros.load(Ordering::Relaxed),
             waited_micros: self.waited_micros.load(Ordering::Relaxed),
         }
     }
@@ -218,10 +208,10 @@ impl Batcher {
                     redis: self.redis.clone(),
                     arbitration: self.variant.arbitration(),
                     #[cfg(feature = "mutants")]
-                    confirm_durable: self.variant.waits_for_durability(),
+                    waits_for_flush: self.variant.waits_for_durability(),
                     stats: self.stats.clone(),
                 };
-                // On the engine's runtime, not the first claimer's: a worker, its barrier
+                // On the engine's runtime, not the first claimer's: a worker, its answering
                 // tasks and the server's claims then share worker threads, and a caller on
                 // another runtime (an in-process client) does not end up hosting the group
                 // commit of every claim that follows.
@@ -243,7 +233,7 @@ struct Committer {
     arbitration: Arbitration,
     /// False only in mutant D9.
     #[cfg(feature = "mutants")]
-    confirm_durable: bool,
+    waits_for_flush: bool,
     stats: Arc<BatchStats>,
 }
 
@@ -297,10 +287,7 @@ async fn fill(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, limits: BatchL
 impl Committer {
     async fn commit(&self, batch: Vec<Job>) {
         let Self {
-            pg,
-            arbitration,
-            stats,
-            ..
+            arbitration, stats, ..
         } = self;
         let arbitration = *arbitration;
         let Some(template) = batch.last().map(|j| j.template.clone()) else {
@@ -312,27 +299,16 @@ impl Committer {
             let started = std::time::Instant::now();
             // A retry is safe even if an earlier commit went through unseen: the intents carry
             // their coupon ids, so the lookup then answers `Stored` for them.
-            match arbiter::decide_batch_committed(pg, &template, &intents, arbitration).await {
-                Ok(undurable) => {
+            match self.decide(&template, &intents, arbitration).await {
+                Ok(verdicts) => {
                     stats.observe(batch.len(), started.elapsed());
                     let replies: Vec<_> = batch.into_iter().map(|j| j.reply).collect();
                     let settle = Settle {
                         redis: self.redis.clone(),
                         intents,
                     };
-                    #[cfg(feature = "mutants")]
-                    if !self.confirm_durable {
-                        let verdicts = undurable.unconfirmed();
-                        settle.answer(replies, verdicts).await;
-                        return;
-                    }
-                    // The pool's size bounds how many batches await their barrier.
-                    tokio::spawn(answer_when_durable(
-                        undurable,
-                        replies,
-                        settle,
-                        stats.clone(),
-                    ));
+                    // Off the worker's path: the next batch is already queued.
+                    tokio::spawn(settle.answer(replies, verdicts));
                     return;
                 }
                 Err(e) => {
@@ -350,31 +326,18 @@ impl Committer {
             ))));
         }
     }
-}
 
-/// Answers a committed batch's claims once its commit is durable. A failed barrier leaves
-/// the outcome unknown, not refused: the batch did commit, and a retry with the same
-/// request id is answered from what Postgres holds.
-async fn answer_when_durable(
-    undurable: arbiter::Undurable,
-    replies: Vec<oneshot::Sender<EngineResult<Verdict>>>,
-    settle: Settle,
-    stats: Arc<BatchStats>,
-) {
-    let started = std::time::Instant::now();
-    let durable = undurable.durable().await;
-    stats.observe_durable(started.elapsed());
-    match durable {
-        Ok(verdicts) => settle.answer(replies, verdicts).await,
-        Err(e) => {
-            tracing::warn!(error = %e, "durability barrier failed; the batch's outcome is unknown");
-            for reply in replies {
-                let _ = reply.send(Err(EngineError::Unavailable(format!(
-                    "the claim's batch committed but could not be confirmed durable ({e}); \
-                     retry with the same request_id"
-                ))));
-            }
+    async fn decide(
+        &self,
+        template: &Template,
+        intents: &[PendingIntent],
+        arbitration: Arbitration,
+    ) -> EngineResult<Vec<Verdict>> {
+        #[cfg(feature = "mutants")]
+        if !self.waits_for_flush {
+            return arbiter::decide_batch_unflushed(&self.pg, template, intents, arbitration).await;
         }
+        arbiter::decide_batch(&self.pg, template, intents, arbitration).await
     }
 }
 

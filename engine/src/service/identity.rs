@@ -55,20 +55,3 @@ impl CouponEngine {
         Ok(recorded.is_some())
     }
 }
-
-impl CouponEngine {
-    /// Whether Redis may evict the counters, in words (None when it cannot, or when the
-    /// server does not let us read its policy). `noeviction` is safe; a `volatile-*` policy
-    /// evicts only keys with a TTL, which here are just the `req` records that the unique
-    /// constraint backs; `allkeys-*` may evict `claimed` or `epoch` at any time.
-    pub async fn redis_eviction_risk(&self) -> Option<String> {
-        let policy = self.inner.redis.maxmemory_policy().await.ok()?;
-        policy.starts_with("allkeys").then(|| {
-            format!(
-                "Redis maxmemory-policy is {policy}: it may evict the engine's counters; Postgres \
-                 still refuses any oversell, but evictions cost rebuilds and refused claims. \
-                 Use noeviction (or a volatile-* policy)"
-            )
-        })
-    }
-}

@@ -11,6 +11,7 @@ mod rebuild;
 mod reconcile;
 mod redeem;
 mod refund;
+mod risky_settings;
 mod suspect;
 
 use std::{

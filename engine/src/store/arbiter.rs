@@ -9,11 +9,10 @@
 //! arrival order, inserts the accepted rows with one statement that also bumps the counter,
 //! and commits once. Nothing is half-applied: an error rolls the whole batch back.
 //!
-//! The commit does not wait for its WAL flush, so the row lock is not held through an fsync
-//! and the template's next batch can decide meanwhile; [`Undurable::durable`] is the
-//! barrier no verdict may be acted on before.
+//! The commit is synchronous, so a verdict returned is on disk and may be answered at once;
+//! the batch that queues while one commits (its WAL flush included) is the next batch.
 
-use sqlx::{PgConnection, PgPool, Postgres, Row, pool::PoolConnection};
+use sqlx::{PgConnection, PgPool, Row};
 use uuid::Uuid;
 
 use crate::{
@@ -65,57 +64,50 @@ pub enum Arbitration {
     TrustRedis,
 }
 
-/// Decides and commits one batch of intents of `template` and waits until it is durable;
-/// one verdict per intent, in order.
+/// Decides and commits one batch of intents of `template`; one verdict per intent, in
+/// order, on disk when returned.
 pub async fn decide_batch(
     pool: &PgPool,
     template: &Template,
     intents: &[PendingIntent],
     arbitration: Arbitration,
 ) -> EngineResult<Vec<Verdict>> {
-    decide_batch_committed(pool, template, intents, arbitration)
-        .await?
-        .durable()
-        .await
+    let mut conn = pool.acquire().await?;
+    // Autocommit: the function's statements are one transaction, committed once.
+    decide_on(&mut conn, template, intents, arbitration).await
 }
 
-/// A batch's verdicts, committed but not yet known durable, with the connection that
-/// committed them.
-#[derive(Debug)]
-pub struct Undurable {
-    conn: PoolConnection<Postgres>,
-    verdicts: Vec<Verdict>,
-}
-
-impl Undurable {
-    /// The verdicts, once the commit is on disk. The barrier runs on the connection that
-    /// committed: a connection does not outlive its server, so a barrier that returns
-    /// proves the commit survived; on another connection it could run on a server that
-    /// crash-restarted meanwhile and lost the commit.
-    pub async fn durable(mut self) -> EngineResult<Vec<Verdict>> {
-        wait_durable(&mut self.conn).await?;
-        Ok(self.verdicts)
-    }
-
-    /// The verdicts before the commit is on disk: mutant D9's shortcut.
-    #[cfg(feature = "mutants")]
-    pub fn unconfirmed(self) -> Vec<Verdict> {
-        self.verdicts
-    }
+/// Mutant D9's batch: the same decision in a transaction that does not wait for its WAL
+/// flush, so its verdicts are answered before they are on disk.
+#[cfg(feature = "mutants")]
+pub async fn decide_batch_unflushed(
+    pool: &PgPool,
+    template: &Template,
+    intents: &[PendingIntent],
+    arbitration: Arbitration,
+) -> EngineResult<Vec<Verdict>> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SET LOCAL synchronous_commit = off")
+        .execute(&mut *tx)
+        .await?;
+    let verdicts = decide_on(&mut tx, template, intents, arbitration).await?;
+    tx.commit().await?;
+    Ok(verdicts)
 }
 
 /// Returns once everything this connection's server committed before the call is on disk
 /// (as its `synchronous_commit` makes any commit durable).
-pub async fn wait_durable(conn: &mut PgConnection) -> EngineResult<()> {
+async fn wait_durable(conn: &mut PgConnection) -> EngineResult<()> {
     sqlx::query("SELECT coupon_claims_durable()")
         .execute(conn)
         .await?;
     Ok(())
 }
 
-/// The coupon and owner stored for `request_id`, durable before it is returned: a batch
-/// commits before its flush, so the row read may not be on disk yet, and the barrier runs on
-/// the connection that read it. Only a found row pays the barrier: an answer built on no row
+/// The coupon and owner stored for `request_id`, durable before it is returned. The engine's
+/// batches commit synchronously, so a row it wrote is on disk once visible; the barrier (on
+/// the connection that read the row) makes the answer durable whoever wrote it and however
+/// (a mutant, a commit made by hand). Only a found row pays it: an answer built on no row
 /// (a refusal) costs no flush, which matters in a sold-out flood right after a failover.
 pub async fn durable_claim_by_request(
     pool: &PgPool,
@@ -130,14 +122,13 @@ pub async fn durable_claim_by_request(
     Ok(stored)
 }
 
-/// Decides and commits one batch, without waiting for the commit to be durable: nothing
-/// may be acknowledged on these verdicts before [`Undurable::durable`] returns.
-pub async fn decide_batch_committed(
-    pool: &PgPool,
+/// Runs the batch's decision on `conn`, in whatever transaction it is in.
+async fn decide_on(
+    conn: &mut PgConnection,
     template: &Template,
     intents: &[PendingIntent],
     arbitration: Arbitration,
-) -> EngineResult<Undurable> {
+) -> EngineResult<Vec<Verdict>> {
     let n = intents.len();
     let (mut ids, mut users, mut rids, mut epochs) = (
         Vec::with_capacity(n),
@@ -161,8 +152,6 @@ pub async fn decide_batch_committed(
         from.push(f);
         until.push(u);
     }
-    let mut conn = pool.acquire().await?;
-    // Autocommit: the function's statements are one transaction, committed once.
     let rows = sqlx::query(
         "SELECT verdict, coupon_id, owner FROM coupon_decide_claims($1, $2, $3, $4, $5, $6, $7, \
          $8, $9, $10)",
@@ -177,7 +166,7 @@ pub async fn decide_batch_committed(
     .bind(&at)
     .bind(&from)
     .bind(&until)
-    .fetch_all(&mut *conn)
+    .fetch_all(conn)
     .await?;
     if rows.len() != n {
         return Err(EngineError::Unavailable(format!(
@@ -185,11 +174,7 @@ pub async fn decide_batch_committed(
             rows.len()
         )));
     }
-    let verdicts = rows
-        .iter()
-        .map(verdict_from_row)
-        .collect::<EngineResult<_>>()?;
-    Ok(Undurable { conn, verdicts })
+    rows.iter().map(verdict_from_row).collect()
 }
 
 fn verdict_from_row(row: &sqlx::postgres::PgRow) -> EngineResult<Verdict> {

@@ -176,3 +176,112 @@ async fn batch_verdicts_follow_arrival_order_like_the_sequential_rule() -> anyho
 async fn without_arbitration_every_new_request_is_stored() -> anyhow::Result<()> {
     batches_match_the_sequential_rule(Arbitration::TrustRedis).await
 }
+
+/// Postgres caches the batch statement's plan on a connection at its first batch, and a plan
+/// made while `user_coupon` was analyzed empty once looked request ids up through the
+/// per-user index, filtering every coupon of the template per request id: each batch then
+/// cost what the sale had issued so far (25 ms for 40 claims after 6,000 rows), until
+/// autovacuum analyzed the table again. A deployment analyzed right after its migrations
+/// would have sold its first sale that way. Whatever the statistics, a batch must touch a
+/// few pages per claim, not a number that grows with the coupons already issued.
+#[tokio::test]
+async fn a_batch_planned_on_an_empty_table_still_probes_by_index() -> anyhow::Result<()> {
+    const BATCHES: usize = 75;
+    const SIZE: usize = 40;
+    let env = TestEnv::new().await?;
+    // One connection, so every batch runs the plan cached at the first.
+    let pg = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&env.database_url)
+        .await?;
+    sqlx::query("ALTER TABLE user_coupon SET (autovacuum_enabled = false)")
+        .execute(&pg)
+        .await?;
+    sqlx::query("ANALYZE user_coupon").execute(&pg).await?;
+    let template = env
+        .engine
+        .create_template(NewTemplate::simple(
+            "plan",
+            1_000_000,
+            5,
+            RefundPolicy::ReturnToStock,
+        ))
+        .await?;
+    let epoch: i64 = sqlx::query_scalar("SELECT epoch FROM template_stock WHERE template_id = $1")
+        .bind(template.id)
+        .fetch_one(&pg)
+        .await?;
+    let mut n = 0u64;
+    let mut batch = |size: usize| -> Vec<PendingIntent> {
+        (0..size)
+            .map(|_| {
+                n += 1;
+                PendingIntent {
+                    template_id: template.id,
+                    request_id: RequestId::parse(format!("plan-{n}")).expect("valid"),
+                    coupon_id: Uuid::now_v7(),
+                    // Scattered, as real users are: ids in insertion order would let a scan
+                    // of the template's rows stay on a few heap pages.
+                    user_id: UserId::parse(format!(
+                        "plan-user-{:016x}",
+                        n.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    ))
+                    .expect("valid"),
+                    epoch,
+                    claimed_at_ms: 1_700_000_000_000,
+                }
+            })
+            .collect()
+    };
+    for size in std::iter::once(1).chain(std::iter::repeat_n(SIZE, BATCHES)) {
+        let intents = batch(size);
+        let verdicts =
+            arbiter::decide_batch(&pg, &template, &intents, Arbitration::Enforced).await?;
+        assert!(
+            verdicts.iter().all(|v| *v == Verdict::Stored),
+            "{verdicts:?}"
+        );
+    }
+    // One more batch, explained on the same connection: the function scan's buffer counts
+    // include the function's own statements, run with the plan cached above.
+    let last = batch(SIZE);
+    let ids: Vec<Uuid> = last.iter().map(|i| i.coupon_id).collect();
+    let users: Vec<&str> = last.iter().map(|i| i.user_id.as_str()).collect();
+    let rids: Vec<&str> = last.iter().map(|i| i.request_id.as_str()).collect();
+    let epochs = vec![epoch; SIZE];
+    let at = vec![time::OffsetDateTime::now_utc(); SIZE];
+    let until = vec![time::OffsetDateTime::now_utc() + time::Duration::days(30); SIZE];
+    let plan: Vec<String> = sqlx::query_scalar(
+        "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) SELECT * FROM coupon_decide_claims($1, true, 5, \
+         $2, $3, $4, $5, $6, $6, $7)",
+    )
+    .bind(template.id)
+    .bind(&ids)
+    .bind(&users)
+    .bind(&rids)
+    .bind(&epochs)
+    .bind(&at)
+    .bind(&until)
+    .fetch_all(&pg)
+    .await?;
+    pg.close().await;
+    let buffers = plan
+        .iter()
+        .find_map(|line| line.trim().strip_prefix("Buffers: shared"))
+        .map(|counts| {
+            counts
+                .split_whitespace()
+                .filter_map(|kv| kv.split_once('=').and_then(|(_, v)| v.parse::<u64>().ok()))
+                .sum::<u64>()
+        })
+        .unwrap_or_else(|| panic!("no buffer counts in the plan: {plan:#?}"));
+    let issued = n - SIZE as u64;
+    // Measured: ~13 pages a claim (two probes, a heap row, four index entries) with the plan
+    // the statement is meant to have, ~110 after 3,000 coupons with the one that filtered
+    // the template's rows per request id (and growing with them).
+    assert!(
+        buffers < 25 * SIZE as u64,
+        "{buffers} buffers for a batch of {SIZE} after {issued} coupons: {plan:#?}"
+    );
+    Ok(())
+}

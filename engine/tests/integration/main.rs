@@ -11,6 +11,7 @@ mod openapi_contract;
 mod postgres_crash;
 mod redeem_refund;
 mod redis_cluster;
+mod risky_settings;
 mod server_start;
 mod stale_redis;
 

@@ -1,7 +1,7 @@
-//! Postgres crashes mid-sale (docs/ARCHITECTURE.md, "Group commit"). A claim batch commits
-//! without waiting for its WAL flush, so the durability barrier is all that stands between
-//! an acknowledgement and its loss: every claim acknowledged before an immediate shutdown
-//! must be there after crash recovery, and the stock counter must still match the rows.
+//! Postgres crashes mid-sale (docs/ARCHITECTURE.md, "Group commit"). A claim is answered
+//! from its batch's synchronous commit, so every claim acknowledged before an immediate
+//! shutdown must be there after crash recovery, and the stock counter must still match the
+//! rows.
 //! The test runs a Postgres of its own (never the shared one).
 
 // A panic is how a test reports a wrong answer.

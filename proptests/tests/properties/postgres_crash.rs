@@ -1,8 +1,8 @@
 //! Postgres crashes (each case on a Postgres of its own, restarted through crash recovery
-//! after an immediate shutdown). Claim batches commit asynchronously and are answered only
-//! once a durability barrier on the committing connection returns, so in sync mode the
-//! correct engine holds I1–I7 and I9 through the crash; mutant D9, which answers as soon as
-//! the batch commits, loses acknowledged claims (I6).
+//! after an immediate shutdown). Claim batches commit synchronously and are answered from
+//! that commit, so in sync mode the correct engine holds I1–I7 and I9 through the crash;
+//! mutant D9, which commits its batches without waiting for the WAL flush and answers at
+//! once, loses acknowledged claims (I6).
 
 use coupon_engine::Variant;
 use coupon_proptests::{

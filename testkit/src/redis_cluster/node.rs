@@ -4,12 +4,13 @@
 //! NODES`). Apart from the cluster file, which is about the cluster as a whole: joining,
 //! failing over, and waiting until the nodes agree.
 
-use std::{path::Path, process::Child, time::Duration};
+use std::{path::Path, time::Duration};
 
 use redis::{ConnectionLike, FromRedisValue};
 
 use crate::{
     ProvisionError,
+    process::ServerProcess,
     redis_server::{RedisPersistence, spawn_redis_server},
 };
 use coupon_engine::store::cluster_nodes::{self, ClusterNode};
@@ -20,10 +21,6 @@ const REPL_PASSWORD: &str = "coupon-testkit-repl";
 /// Short, so a failover takes a couple of seconds; long enough that a busy 2-core machine
 /// does not fail nodes over by itself.
 const NODE_TIMEOUT_MS: u64 = 1000;
-
-pub(super) fn local(e: impl std::fmt::Display) -> ProvisionError {
-    ProvisionError::Local(e.to_string())
-}
 
 pub(super) fn view_from(port: u16) -> Result<Vec<ClusterNode>, ProvisionError> {
     let text: String = query(&mut connect(port)?, redis::cmd("CLUSTER").arg("NODES"))?;
@@ -36,12 +33,13 @@ pub(super) fn is_master(n: &ClusterNode) -> bool {
 }
 
 pub(super) fn connect(port: u16) -> Result<redis::Connection, ProvisionError> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).map_err(local)?;
+    let client =
+        redis::Client::open(format!("redis://127.0.0.1:{port}/")).map_err(ProvisionError::local)?;
     let c = client
         .get_connection_with_timeout(Duration::from_secs(2))
-        .map_err(|e| local(format!(":{port}: {e}")))?;
+        .map_err(|e| ProvisionError::local(format!(":{port}: {e}")))?;
     c.set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(local)?;
+        .map_err(ProvisionError::local)?;
     Ok(c)
 }
 
@@ -49,8 +47,8 @@ pub(super) fn query<T: FromRedisValue>(
     c: &mut redis::Connection,
     cmd: &mut redis::Cmd,
 ) -> Result<T, ProvisionError> {
-    let value = c.req_command(cmd).map_err(local)?;
-    redis::from_redis_value(value).map_err(local)
+    let value = c.req_command(cmd).map_err(ProvisionError::local)?;
+    redis::from_redis_value(value).map_err(ProvisionError::local)
 }
 
 pub(super) fn info_like(port: u16, cmd: &str, arg: &str) -> Result<String, ProvisionError> {
@@ -79,7 +77,7 @@ pub(super) fn spawn(
     bus: u16,
     dir: &Path,
     persistence: RedisPersistence,
-) -> Result<Child, ProvisionError> {
+) -> Result<ServerProcess, ProvisionError> {
     let extra = [
         "--cluster-enabled",
         "yes",

@@ -154,6 +154,9 @@ pub async fn run(args: ServerArgs, variant: Variant) -> anyhow::Result<()> {
     if let Some(risk) = engine.redis_eviction_risk().await {
         tracing::warn!("{risk}");
     }
+    for risk in engine.postgres_durability_risks().await {
+        tracing::warn!("{risk}");
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;

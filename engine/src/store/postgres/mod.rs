@@ -73,6 +73,15 @@ pub fn is_unique_violation(err: &sqlx::Error, constraint: &str) -> bool {
     }
 }
 
+/// `synchronous_commit` and `fsync` as this pool's connections see them.
+pub async fn durability_settings(pool: &sqlx::PgPool) -> EngineResult<(String, String)> {
+    Ok(
+        sqlx::query_as("SELECT current_setting('synchronous_commit'), current_setting('fsync')")
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
 /// Round trip to Postgres.
 pub async fn ping(pool: &sqlx::PgPool) -> EngineResult<()> {
     sqlx::query("SELECT 1").execute(pool).await?;

@@ -1,0 +1,49 @@
+//! Store settings that weaken what the engine promises, read at start so the server can say
+//! so loudly (README.md, "Sync mode (default) cannot oversell"): the engine still runs,
+//! since a development machine may want them.
+
+use super::CouponEngine;
+use crate::store::postgres;
+
+impl CouponEngine {
+    /// Whether Redis may evict the counters, in words (None when it cannot, or when the
+    /// server does not let us read its policy). `noeviction` is safe; a `volatile-*` policy
+    /// evicts only keys with a TTL, which here are just the `req` records that the unique
+    /// constraint backs; `allkeys-*` may evict `claimed` or `epoch` at any time.
+    pub async fn redis_eviction_risk(&self) -> Option<String> {
+        let policy = self.inner.redis.maxmemory_policy().await.ok()?;
+        policy.starts_with("allkeys").then(|| {
+            format!(
+                "Redis maxmemory-policy is {policy}: it may evict the engine's counters; Postgres \
+                 still refuses any oversell, but evictions cost rebuilds and refused claims. \
+                 Use noeviction (or a volatile-* policy)"
+            )
+        })
+    }
+
+    /// What Postgres's durability settings put at risk, in words (empty when nothing, or
+    /// when they cannot be read). A sync claim is answered from its batch's commit, so a
+    /// commit that does not wait for its flush (`synchronous_commit = off`) or a flush that
+    /// is not one (`fsync = off`) lets a crash take back claims already acknowledged.
+    pub async fn postgres_durability_risks(&self) -> Vec<String> {
+        let Ok((sync_commit, fsync)) = postgres::durability_settings(&self.inner.pg).await else {
+            return Vec::new();
+        };
+        let mut risks = Vec::new();
+        if sync_commit == "off" {
+            risks.push(
+                "Postgres synchronous_commit is off: a Postgres crash can lose sync claims \
+                 already acknowledged. Use on (the default), local or remote_*"
+                    .to_owned(),
+            );
+        }
+        if fsync == "off" {
+            risks.push(
+                "Postgres fsync is off: a crash of its machine can lose acknowledged claims \
+                 (and the database). Turn it on"
+                    .to_owned(),
+            );
+        }
+        risks
+    }
+}
