@@ -237,8 +237,13 @@ impl LocalCluster {
     /// Cuts the replication of the replica of `key`'s master: the master refuses its
     /// replication user and drops its links, so the replica falls behind. Returns the
     /// replica's port.
+    ///
+    /// The replica first catches up with everything the master has written, so that what it
+    /// misses is exactly what is written after the cut (replication is asynchronous: on a
+    /// busy machine a replica cut at once could miss the key altogether).
     pub fn cut_replication(&self, key: &str) -> Result<u16, ProvisionError> {
         let (master, replica) = self.master_and_replica(key)?;
+        wait_caught_up(master, replica)?;
         let mut m = connect(master)?;
         query::<()>(
             &mut m,
@@ -462,3 +467,27 @@ fn read_all(mut f: std::fs::File) -> String {
     s
 }
 
+/// Waits until the replica at `replica` has applied the master's replication stream up to
+/// the offset the master had when this was called.
+fn wait_caught_up(master: u16, replica: u16) -> Result<(), ProvisionError> {
+    let offset = |port: u16, name: &str| -> Result<i64, ProvisionError> {
+        info_field(port, "replication", name)?
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| ProvisionError::local(format!(":{port} reports no {name}")))
+    };
+    let target = offset(master, "master_repl_offset")?;
+    let deadline = Instant::now() + WAIT;
+    let mut seen = None;
+    while Instant::now() < deadline {
+        let up = info_field(replica, "replication", "master_link_status")?.as_deref() == Some("up");
+        let at = offset(replica, "slave_repl_offset").ok();
+        if up && at.is_some_and(|at| at >= target) {
+            return Ok(());
+        }
+        seen = at;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Err(ProvisionError::local(format!(
+        "replica :{replica} at offset {seen:?} did not reach its master's {target} within {WAIT:?}"
+    )))
+}
