@@ -3,6 +3,7 @@
 //! own, which made building the tests most of CI's time on two cores.
 
 mod arbiter;
+mod batch_plan;
 mod claim;
 mod containers;
 mod http_api;
