@@ -133,15 +133,7 @@ async fn explained(
     .bind(&until)
     .fetch_all(pg)
     .await?;
-    let buffers = plan
-        .iter()
-        .find_map(|line| line.trim().strip_prefix("Buffers: shared"))
-        .map(|counts| {
-            counts
-                .split_whitespace()
-                .filter_map(|kv| kv.split_once('=').and_then(|(_, v)| v.parse::<u64>().ok()))
-                .sum::<u64>()
-        })
+    let buffers = crate::shared_buffers(&plan)
         .unwrap_or_else(|| panic!("no buffer counts in the plan: {plan:#?}"));
     Ok((buffers, plan))
 }

@@ -8,6 +8,7 @@ mod claim;
 mod containers;
 mod http_api;
 mod http_trust;
+mod lookup_plans;
 mod openapi_contract;
 mod postgres_crash;
 mod redeem_refund;
@@ -26,4 +27,18 @@ fn uid(id: impl Into<String>) -> UserId {
 /// A request id the test writes valid.
 fn rid(id: impl Into<String>) -> RequestId {
     RequestId::parse(id).expect("a valid request id")
+}
+
+/// The shared buffers (hit, read, dirtied, written) of the costliest node of an `EXPLAIN
+/// (ANALYZE, BUFFERS)` plan, summed: the top node's, which include its children's.
+fn shared_buffers(plan: &[String]) -> Option<u64> {
+    plan.iter()
+        .filter_map(|line| line.trim().strip_prefix("Buffers: shared"))
+        .map(|counts| {
+            counts
+                .split_whitespace()
+                .filter_map(|kv| kv.split_once('=').and_then(|(_, v)| v.parse::<u64>().ok()))
+                .sum::<u64>()
+        })
+        .max()
 }
