@@ -27,8 +27,8 @@ const BUFFERS_PER_CLAIM: u64 = 25;
 /// Each test's template allows this many coupons per user.
 const LIMIT: i32 = 5;
 
-/// One connection, so every batch runs the plan cached at the first; `user_coupon` analyzed
-/// now (empty, or with what the test put there) and never again.
+/// One connection, so every batch runs the plan cached at the first; autovacuum off for
+/// `user_coupon`, so its statistics stay what the test's own `ANALYZE` made them.
 async fn one_connection(env: &TestEnv) -> anyhow::Result<PgPool> {
     let pg = sqlx::postgres::PgPoolOptions::new()
         .max_connections(1)

@@ -35,7 +35,8 @@ async fn index_lookup(pg: &PgPool, tail: &str, args: &str) -> anyhow::Result<()>
     )))
     .fetch_all(&mut *conn)
     .await?;
-    let buffers = crate::shared_buffers(&plan).unwrap_or(0);
+    let buffers = crate::shared_buffers(&plan)
+        .ok_or_else(|| anyhow::anyhow!("no buffer counts in the plan: {plan:#?}"))?;
     anyhow::ensure!(
         buffers < MAX_BUFFERS,
         "{buffers} buffers for {tail:?} over {ROWS} coupons: {plan:#?}"
