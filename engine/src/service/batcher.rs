@@ -29,7 +29,8 @@ use crate::{
     },
     error::{EngineError, EngineResult},
     store::{
-        arbiter::{self, Arbitration, Verdict},
+        arbiter::{Arbitration, Verdict},
+        batch_connection::BatchConnection,
         redis::{PendingIntent, RedisStore},
     },
     variant::Variant,
@@ -204,12 +205,14 @@ impl Batcher {
             .or_insert_with(|| {
                 let (tx, rx) = mpsc::channel(self.limits.max_batch * 4);
                 let committer = Committer {
+                    #[cfg(feature = "mutants")]
                     pg: self.pg.clone(),
                     redis: self.redis.clone(),
                     arbitration: self.variant.arbitration(),
                     #[cfg(feature = "mutants")]
                     waits_for_flush: self.variant.waits_for_durability(),
                     stats: self.stats.clone(),
+                    conn: BatchConnection::new(self.pg.clone()),
                 };
                 // On the engine's runtime, not the first claimer's: a worker, its answering
                 // tasks and the server's claims then share worker threads, and a caller on
@@ -228,6 +231,7 @@ impl Batcher {
 
 /// What one template's worker needs to commit a batch.
 struct Committer {
+    #[cfg(feature = "mutants")]
     pg: PgPool,
     redis: RedisStore,
     arbitration: Arbitration,
@@ -235,12 +239,19 @@ struct Committer {
     #[cfg(feature = "mutants")]
     waits_for_flush: bool,
     stats: Arc<BatchStats>,
+    conn: BatchConnection,
 }
 
-async fn work(mut rx: mpsc::Receiver<Job>, committer: Committer, limits: BatchLimits) {
+async fn work(mut rx: mpsc::Receiver<Job>, mut committer: Committer, limits: BatchLimits) {
     let mut batch = Vec::with_capacity(limits.max_batch);
     loop {
-        let first = match tokio::time::timeout(IDLE_STOP, rx.recv()).await {
+        let queued = rx.try_recv().ok();
+        committer.conn.between_batches(queued.is_some());
+        let next = match queued {
+            Some(job) => Ok(Some(job)),
+            None => tokio::time::timeout(IDLE_STOP, rx.recv()).await,
+        };
+        let first = match next {
             Ok(Some(job)) => job,
             Ok(None) => return,
             Err(_) => {
@@ -285,11 +296,9 @@ async fn fill(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, limits: BatchL
 }
 
 impl Committer {
-    async fn commit(&self, batch: Vec<Job>) {
-        let Self {
-            arbitration, stats, ..
-        } = self;
-        let arbitration = *arbitration;
+    async fn commit(&mut self, batch: Vec<Job>) {
+        let arbitration = self.arbitration;
+        let stats = self.stats.clone();
         let Some(template) = batch.last().map(|j| j.template.clone()) else {
             return;
         };
@@ -328,16 +337,22 @@ impl Committer {
     }
 
     async fn decide(
-        &self,
+        &mut self,
         template: &Template,
         intents: &[PendingIntent],
         arbitration: Arbitration,
     ) -> EngineResult<Vec<Verdict>> {
         #[cfg(feature = "mutants")]
         if !self.waits_for_flush {
-            return arbiter::decide_batch_unflushed(&self.pg, template, intents, arbitration).await;
+            return crate::store::arbiter::decide_batch_unflushed(
+                &self.pg,
+                template,
+                intents,
+                arbitration,
+            )
+            .await;
         }
-        arbiter::decide_batch(&self.pg, template, intents, arbitration).await
+        self.conn.decide(template, intents, arbitration).await
     }
 }
 

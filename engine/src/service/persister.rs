@@ -15,7 +15,7 @@ use super::{CouponEngine, Inner, rebuild::Trigger};
 use crate::{
     domain::ids::TemplateId,
     error::EngineResult,
-    store::{arbiter::Verdict, redis::PendingIntent},
+    store::{arbiter::Verdict, batch_connection::BatchConnection, redis::PendingIntent},
 };
 
 enum Msg {
@@ -82,7 +82,21 @@ async fn run(
     let mut batch = Vec::with_capacity(batch_size);
     let mut waiters = Vec::new();
     let mut stopping = false;
-    while let Some(first) = rx.recv().await {
+    // Made with the first batch: the engine may still be under construction when this
+    // task starts.
+    let mut conn: Option<BatchConnection> = None;
+    loop {
+        let queued = rx.try_recv().ok();
+        if let Some(c) = &mut conn {
+            c.between_batches(queued.is_some());
+        }
+        let first = match queued {
+            Some(m) => m,
+            None => match rx.recv().await {
+                Some(m) => m,
+                None => break,
+            },
+        };
         stopping |= take(first, &mut batch, &mut waiters);
         let deadline = tokio::time::sleep(interval);
         tokio::pin!(deadline);
@@ -97,8 +111,9 @@ async fn run(
         }
         match engine.upgrade() {
             Some(inner) => {
+                let c = conn.get_or_insert_with(|| BatchConnection::new(inner.pg.clone()));
                 CouponEngine { inner }
-                    .write_acknowledged(std::mem::take(&mut batch))
+                    .write_acknowledged(std::mem::take(&mut batch), c)
                     .await;
             }
             None => return,
@@ -126,13 +141,13 @@ fn take(msg: Msg, batch: &mut Vec<PendingIntent>, waiters: &mut Vec<oneshot::Sen
 }
 
 impl CouponEngine {
-    async fn write_acknowledged(&self, batch: Vec<PendingIntent>) {
+    async fn write_acknowledged(&self, batch: Vec<PendingIntent>, conn: &mut BatchConnection) {
         let mut by_template: HashMap<TemplateId, Vec<PendingIntent>> = HashMap::new();
         for i in batch {
             by_template.entry(i.template_id).or_default().push(i);
         }
         for (template_id, intents) in by_template {
-            if let Err(e) = self.write_template(template_id, &intents).await {
+            if let Err(e) = self.write_template(template_id, &intents, conn).await {
                 tracing::warn!(error = %e, %template_id, n = intents.len(),
                     "batch not persisted; intents stay pending for the reconciler");
             }
@@ -143,9 +158,11 @@ impl CouponEngine {
         &self,
         template_id: TemplateId,
         intents: &[PendingIntent],
+        conn: &mut BatchConnection,
     ) -> EngineResult<()> {
         let template = self.template(template_id).await?;
-        let verdicts = self.decide_intents(&template, intents).await?;
+        let arbitration = self.inner.config.variant.arbitration();
+        let verdicts = conn.decide(&template, intents, arbitration).await?;
         let mut done = Vec::with_capacity(intents.len());
         let mut refused_epoch = None;
         for (intent, verdict) in intents.iter().zip(&verdicts) {

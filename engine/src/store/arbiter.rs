@@ -73,8 +73,19 @@ pub async fn decide_batch(
     arbitration: Arbitration,
 ) -> EngineResult<Vec<Verdict>> {
     let mut conn = pool.acquire().await?;
+    decide_batch_on(&mut conn, template, intents, arbitration).await
+}
+
+/// [`decide_batch`] on a connection the caller holds (the group commit keeps one across
+/// back-to-back batches). The connection must not be in a transaction.
+pub async fn decide_batch_on(
+    conn: &mut PgConnection,
+    template: &Template,
+    intents: &[PendingIntent],
+    arbitration: Arbitration,
+) -> EngineResult<Vec<Verdict>> {
     // Autocommit: the function's statements are one transaction, committed once.
-    decide_on(&mut conn, template, intents, arbitration).await
+    decide_on(conn, template, intents, arbitration).await
 }
 
 /// Mutant D9's batch: the same decision in a transaction that does not wait for its WAL

@@ -2,6 +2,7 @@
 //! Stores know nothing of HTTP; the service composes them.
 
 pub mod arbiter;
+pub mod batch_connection;
 pub mod cluster_nodes;
 pub mod keys;
 pub mod postgres;
