@@ -3,8 +3,8 @@
 //! Handed a connection per batch, a batcher meets the pool's idle backends in turn (the pool
 //! queues them first in, first out), and each batch then runs on a backend whose caches went
 //! cold since its last turn (side by side: README, "Speed"). The connection goes back to the
-//! pool when the batcher runs out of work or the pool has no idle connection left, so a
-//! busy template cannot starve the rest of the engine.
+//! pool when the batcher runs out of work or the pool is exhausted, so a busy template
+//! cannot starve the rest of the engine.
 
 use sqlx::{PgPool, Postgres, pool::PoolConnection};
 
@@ -47,10 +47,17 @@ impl BatchConnection {
     }
 
     /// Called between batches: keeps the connection only if more work is already waiting
-    /// and the pool still has an idle connection for everyone else.
+    /// and the pool is not exhausted (someone may be waiting for a connection).
     pub fn between_batches(&mut self, more_waiting: bool) {
-        if !more_waiting || self.pool.num_idle() == 0 {
+        let exhausted = self.pool.num_idle() == 0
+            && self.pool.size() >= self.pool.options().get_max_connections();
+        if !more_waiting || exhausted {
             self.held = None;
         }
+    }
+
+    /// True while a connection is kept.
+    pub fn holds_one(&self) -> bool {
+        self.held.is_some()
     }
 }

@@ -3,6 +3,7 @@
 //! own, which made building the tests most of CI's time on two cores.
 
 mod arbiter;
+mod batch_connection;
 mod batch_plan;
 mod claim;
 mod containers;

@@ -1,0 +1,179 @@
+//! When a batcher keeps its Postgres connection between batches and when it gives it back
+//! (`store/batch_connection.rs`): kept while work keeps coming, given back when the work
+//! stops, when the pool is exhausted and when a batch fails.
+
+// A panic is how a test reports a wrong answer.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use coupon_engine::{
+    NewTemplate, RefundPolicy, Template,
+    store::{
+        arbiter::{Arbitration, Verdict},
+        batch_connection::BatchConnection,
+        postgres,
+        redis::PendingIntent,
+    },
+};
+use coupon_testkit::TestEnv;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::{rid, uid};
+
+/// A sale of `template` whose first batch (request 1) has run on a [`BatchConnection`]
+/// over a pool of `size` connections.
+struct Sale {
+    template: Template,
+    epoch: i64,
+    pool: PgPool,
+    conn: BatchConnection,
+    _env: TestEnv,
+}
+
+async fn first_batch(size: u32) -> anyhow::Result<Sale> {
+    let env = TestEnv::new().await?;
+    let template = env
+        .engine
+        .create_template(NewTemplate::simple(
+            "kept connection",
+            1_000,
+            1,
+            RefundPolicy::ReturnToStock,
+        ))
+        .await?;
+    let epoch = sqlx::query_scalar("SELECT epoch FROM template_stock WHERE template_id = $1")
+        .bind(template.id)
+        .fetch_one(env.engine.pool())
+        .await?;
+    let pool = postgres::pool_options(size)
+        .connect(&env.database_url)
+        .await?;
+    let mut conn = BatchConnection::new(pool.clone());
+    let verdicts = conn
+        .decide(
+            &template,
+            &[intent(&template, epoch, 1)],
+            Arbitration::Enforced,
+        )
+        .await?;
+    assert_eq!(verdicts, vec![Verdict::Stored]);
+    Ok(Sale {
+        template,
+        epoch,
+        pool,
+        conn,
+        _env: env,
+    })
+}
+
+fn intent(template: &Template, epoch: i64, n: u32) -> PendingIntent {
+    PendingIntent {
+        template_id: template.id,
+        request_id: rid(format!("kept-{n}")),
+        coupon_id: Uuid::now_v7(),
+        user_id: uid(format!("kept-user-{n}")),
+        epoch,
+        claimed_at_ms: 1_700_000_000_000,
+    }
+}
+
+/// Whether `pool` has `n` idle connections within a second (the pool takes a connection
+/// back on a task of its own, after its drop).
+async fn idle_soon(pool: &PgPool, n: usize) -> bool {
+    for _ in 0..100 {
+        if pool.num_idle() == n {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn back_to_back_batches_keep_the_connection_until_the_work_stops() -> anyhow::Result<()> {
+    let Sale {
+        template,
+        epoch,
+        pool,
+        mut conn,
+        ..
+    } = first_batch(3).await?;
+    conn.between_batches(true);
+    assert!(
+        conn.holds_one(),
+        "more work waits and the pool has room: kept"
+    );
+    assert_eq!(
+        pool.num_idle(),
+        0,
+        "the kept connection is not idle in the pool"
+    );
+    conn.decide(
+        &template,
+        &[intent(&template, epoch, 2)],
+        Arbitration::Enforced,
+    )
+    .await?;
+    assert_eq!(
+        pool.size(),
+        1,
+        "the second batch ran on the kept connection"
+    );
+    conn.between_batches(false);
+    assert!(!conn.holds_one(), "no work waits: given back");
+    assert!(
+        idle_soon(&pool, 1).await,
+        "the connection is back in the pool"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_exhausted_pool_gets_the_connection_back() -> anyhow::Result<()> {
+    let Sale { pool, mut conn, .. } = first_batch(2).await?;
+    let other = pool.acquire().await?;
+    conn.between_batches(true);
+    assert!(
+        !conn.holds_one(),
+        "every connection open and none idle: given back even with work waiting"
+    );
+    let third = tokio::time::timeout(Duration::from_secs(1), pool.acquire()).await;
+    assert!(
+        third.is_ok(),
+        "someone else gets the batcher's connection at once"
+    );
+    drop(other);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failed_batch_gives_its_connection_back() -> anyhow::Result<()> {
+    let Sale {
+        template,
+        epoch,
+        pool,
+        mut conn,
+        ..
+    } = first_batch(2).await?;
+    // A template with no stock row: the batch function raises.
+    let mut unknown = template.clone();
+    unknown.id = Uuid::now_v7().into();
+    let mut stray = intent(&template, epoch, 2);
+    stray.template_id = unknown.id;
+    let failed = conn.decide(&unknown, &[stray], Arbitration::Enforced).await;
+    assert!(
+        failed.is_err(),
+        "a template without a stock row fails its batch"
+    );
+    assert!(
+        !conn.holds_one(),
+        "the failed batch's connection is not kept"
+    );
+    assert!(
+        idle_soon(&pool, 1).await,
+        "the connection is back in the pool"
+    );
+    Ok(())
+}
