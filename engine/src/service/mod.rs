@@ -206,8 +206,9 @@ impl CouponEngine {
         t
     }
 
-    /// Has Postgres decide a batch of admitted intents of one template (async persister,
-    /// reconciler; sync claims go through the group commit instead).
+    /// Has Postgres decide a batch of admitted intents of one template, on any connection of
+    /// the pool (the reconciler; the group commit and the async persister keep a connection
+    /// of their own between batches, `store/batch_connection.rs`).
     pub(crate) async fn decide_intents(
         &self,
         template: &Template,
