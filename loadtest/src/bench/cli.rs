@@ -15,6 +15,10 @@ pub(crate) struct BenchCli {
     /// Seconds each row is measured for.
     #[arg(long, value_name = "SECS", default_value_t = 5)]
     pub seconds: u64,
+    /// Times the whole sequence of rows is measured, anchors and engine alternating; the
+    /// report leads with each ratio's median over the rounds and shows its spread.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub rounds: usize,
     /// Concurrent clients of the Redis and engine rows.
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub connections: usize,
@@ -40,9 +44,11 @@ const AFTER_HELP: &str = "\
 Exit codes: 0 measured (and no ratio below its baseline bound), 2 a ratio fell below
 --min-fraction of its baseline, 3 setup error.
 
-Ratios travel between machines far better than absolute figures: compare ratios.
+Ratios travel between machines far better than absolute figures: compare ratios. On a
+machine whose speed drifts, --rounds 5 gives each ratio's median and spread in one run.
 Examples:
   cargo run --release -p coupon-loadtest -- bench
+  cargo run --release -p coupon-loadtest -- bench --rounds 5
   cargo run --release -p coupon-loadtest -- bench --seconds 2 --baseline reports/baselines/bench-ratios.json";
 
 impl BenchCli {
@@ -52,6 +58,7 @@ impl BenchCli {
             (1..=600).contains(&self.seconds),
             "--seconds must be 1..=600"
         );
+        anyhow::ensure!((1..=50).contains(&self.rounds), "--rounds must be 1..=50");
         anyhow::ensure!(
             (1..=1000).contains(&self.connections),
             "--connections must be 1..=1000"

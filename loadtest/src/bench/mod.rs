@@ -11,6 +11,7 @@ mod load;
 mod measure;
 mod ratios;
 mod report;
+mod rounds;
 mod target;
 
 use std::{
@@ -42,16 +43,45 @@ pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
         .await
         .context("provisioning Redis and Postgres")?;
     let dir = report_dir(&cli.report_dir, started)?;
-    let scratch = dir.join("scratch");
-    let mut rows = anchor_rows(&cli, &backends, &scratch).await?;
-    let mut batches = None;
-    for persistence in [Persistence::Sync, Persistence::Async] {
-        let (engine_rows, h) = engine_rows(&cli, &backends, persistence, &scratch).await?;
-        rows.extend(engine_rows);
-        batches = batches.or(h);
+    let mut rounds = Vec::with_capacity(cli.rounds);
+    let mut batches: Option<BatchHistogram> = None;
+    for round in 1..=cli.rounds {
+        if cli.rounds > 1 {
+            phase("bench", format!("round {round} of {}", cli.rounds));
+        }
+        let scratch = dir.join("scratch").join(format!("round-{round}"));
+        let mut rows = anchor_rows(&cli, &backends, &scratch).await?;
+        for persistence in [Persistence::Sync, Persistence::Async] {
+            let (engine_rows, h) = engine_rows(&cli, &backends, persistence, &scratch).await?;
+            rows.extend(engine_rows);
+            batches = add_batches(batches, h);
+        }
+        rounds.push(rows);
     }
-    let _ = std::fs::remove_dir_all(&scratch);
-    finish(&cli, started, &dir, rows, batches)
+    let _ = std::fs::remove_dir_all(dir.join("scratch"));
+    finish(&cli, started, &dir, rounds, batches)
+}
+
+/// The group commit's histogram over every round (each round starts a fresh engine).
+fn add_batches(
+    sum: Option<BatchHistogram>,
+    more: Option<BatchHistogram>,
+) -> Option<BatchHistogram> {
+    match (sum, more) {
+        (Some(a), Some(b)) => Some(BatchHistogram {
+            buckets: a
+                .buckets
+                .iter()
+                .zip(&b.buckets)
+                .map(|(x, y)| x + y)
+                .collect(),
+            count: a.count + b.count,
+            sum: a.sum + b.sum,
+            micros: a.micros + b.micros,
+            waited_micros: a.waited_micros + b.waited_micros,
+        }),
+        (a, b) => a.or(b),
+    }
 }
 
 /// The anchors: `redis-benchmark` on the engine's claim script, then `pgbench`.
@@ -225,10 +255,17 @@ fn finish(
     cli: &BenchCli,
     started: OffsetDateTime,
     dir: &Path,
-    rows: Vec<Row>,
+    rounds: Vec<Vec<Row>>,
     batches: Option<BatchHistogram>,
 ) -> anyhow::Result<u8> {
-    let mut ratios = ratios::compute(&rows);
+    let round_ratios: Vec<_> = rounds.iter().map(|r| ratios::compute(r)).collect();
+    let mut ratios = rounds::median_ratios(&round_ratios);
+    let rows = rounds::median_rows(&rounds);
+    let (spread, round_rows) = if rounds.len() > 1 {
+        (rounds::spread(&round_ratios), rounds)
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let mut exit = 0;
     let mut failures = Vec::new();
     if let Some(path) = &cli.baseline {
@@ -243,11 +280,14 @@ fn finish(
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default(),
         seconds: cli.seconds,
+        rounds: cli.rounds,
         connections: cli.connections,
         pg_clients: cli.pg_clients,
         machine: report::machine(),
         rows,
         ratios,
+        spread,
+        round_rows,
         batch_sizes: batches.map(Into::into),
         baseline: cli.baseline.as_ref().map(|p| p.display().to_string()),
         failures,
@@ -257,8 +297,8 @@ fn finish(
         let b = ratios::to_baseline(
             &doc.ratios,
             format!(
-                "coupon-loadtest bench --seconds {} on {} ({})",
-                cli.seconds, doc.machine, doc.started_at
+                "coupon-loadtest bench --seconds {} --rounds {} on {} ({})",
+                cli.seconds, cli.rounds, doc.machine, doc.started_at
             ),
         );
         std::fs::write(path, serde_json::to_string_pretty(&b)? + "\n")

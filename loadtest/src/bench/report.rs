@@ -7,7 +7,7 @@ use anyhow::Context;
 use coupon_engine::service::{BATCH_BUCKETS, BatchHistogram};
 use serde::{Deserialize, Serialize};
 
-use super::{measure::Row, ratios::Ratio};
+use super::{measure::Row, ratios::Ratio, rounds::Spread};
 use crate::report::esc;
 
 /// Everything one bench run measured.
@@ -15,17 +15,31 @@ use crate::report::esc;
 pub(crate) struct Document {
     pub started_at: String,
     pub seconds: u64,
+    /// Times every row was measured (`--rounds`); with more than one, `rows` and `ratios`
+    /// are medians over the rounds.
+    #[serde(default = "one")]
+    pub rounds: usize,
     pub connections: usize,
     pub pg_clients: usize,
     /// CPU count and model.
     pub machine: String,
     pub rows: Vec<Row>,
     pub ratios: Vec<Ratio>,
+    /// Each ratio over the rounds (only with more than one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spread: Vec<Spread>,
+    /// Every round's rows as measured (only with more than one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub round_rows: Vec<Vec<Row>>,
     /// Sync group-commit batch sizes seen during the sync rows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch_sizes: Option<BatchHistogramDoc>,
     pub baseline: Option<String>,
     pub failures: Vec<String>,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// A batch-size histogram as the report shows it.
@@ -107,7 +121,43 @@ pub(crate) fn markdown_table(d: &Document) -> String {
             num(r.baseline, 2)
         );
     }
+    spread_table(&mut s, d);
     s
+}
+
+/// With several rounds: what the median ratios above were taken over.
+fn spread_table(s: &mut String, d: &Document) {
+    if d.spread.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nOver {} rounds (each measured every row once, anchors first; the values above are \
+         medians: of each row, and of each ratio over the rounds):\n\n\
+         | ratio | min | median | max | goal | rounds at goal | per round |\n\
+         |---|---:|---:|---:|---:|---:|---|",
+        d.rounds
+    );
+    for r in &d.spread {
+        let _ = writeln!(s, "| `{}` | {} |", r.key, spread_cells(r).join(" | "));
+    }
+}
+
+/// min, median, max, goal, rounds at goal, per round.
+fn spread_cells(r: &Spread) -> [String; 6] {
+    [
+        num(r.min, 2),
+        num(r.median, 2),
+        num(r.max, 2),
+        r.goal.map_or("—".into(), |g| format!("≥ {g}")),
+        r.rounds_at_goal
+            .map_or("—".into(), |n| format!("{n} of {}", r.per_round.len())),
+        r.per_round
+            .iter()
+            .map(|v| num(*v, 2))
+            .collect::<Vec<_>>()
+            .join(", "),
+    ]
 }
 
 /// Where each engine row's CPU went, per operation: the part to make cheaper is the
@@ -139,8 +189,13 @@ fn cpu_table(s: &mut String, rows: &[Row]) {
 
 fn markdown(d: &Document) -> String {
     let mut s = format!(
-        "# coupon-loadtest bench\n\n{} · {} s per row · {} connections ({} for pgbench) · {}\n\n",
-        d.started_at, d.seconds, d.connections, d.pg_clients, d.machine
+        "# coupon-loadtest bench\n\n{} · {} s per row · {} · {} connections ({} for pgbench) · {}\n\n",
+        d.started_at,
+        d.seconds,
+        rounds_words(d.rounds),
+        d.connections,
+        d.pg_clients,
+        d.machine
     );
     s.push_str(&markdown_table(d));
     if let Some(b) = &d.batch_sizes {
@@ -174,16 +229,18 @@ fn html(d: &Document) -> String {
     );
     let _ = write!(
         s,
-        "<h1>coupon-loadtest bench</h1><p class=\"muted\">{} · {} s per row · {} connections \
+        "<h1>coupon-loadtest bench</h1><p class=\"muted\">{} · {} s per row · {} · {} connections \
          ({} for pgbench) · {}</p>",
         esc(&d.started_at),
         d.seconds,
+        rounds_words(d.rounds),
         d.connections,
         d.pg_clients,
         esc(&d.machine)
     );
-    s.push_str("<h2>Ratios</h2><p class=\"muted\">Bars: this run; black tick: the goal.</p>");
+    s.push_str("<h2>Ratios</h2><p class=\"muted\">Bars: this run (with several rounds, the medians); black tick: the goal.</p>");
     s.push_str(&ratio_chart(&d.ratios));
+    s.push_str(&spread_html(d));
     s.push_str("<h2>Rows</h2><table><tr><th>row</th><th>what</th><th>per second</th><th>p50 ms</th><th>p99 ms</th><th>how</th></tr>");
     for r in &d.rows {
         let _ = write!(
@@ -203,6 +260,36 @@ fn html(d: &Document) -> String {
         let _ = write!(s, "<p><b>Below the baseline bound:</b> {}</p>", esc(f));
     }
     s.push_str("</body></html>\n");
+    s
+}
+
+fn rounds_words(n: usize) -> String {
+    if n == 1 {
+        "1 round".into()
+    } else {
+        format!("{n} rounds (medians)")
+    }
+}
+
+fn spread_html(d: &Document) -> String {
+    if d.spread.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "<p class=\"muted\">Bars: the median over {} rounds (each measured every row once).</p>\
+         <table><tr><th>ratio</th><th>min</th><th>median</th><th>max</th><th>goal</th>\
+         <th>rounds at goal</th><th>per round</th></tr>",
+        d.rounds
+    );
+    for r in &d.spread {
+        let _ = write!(s, "<tr><td><code>{}</code></td>", esc(&r.key));
+        let [cells @ .., last] = spread_cells(r);
+        for c in cells {
+            let _ = write!(s, "<td class=n>{}</td>", esc(&c));
+        }
+        let _ = write!(s, "<td>{}</td></tr>", esc(&last));
+    }
+    s.push_str("</table>");
     s
 }
 
@@ -295,4 +382,63 @@ pub(crate) fn write(dir: &Path, d: &Document) -> anyhow::Result<()> {
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::rounds;
+
+    fn ratio(value: f64) -> Ratio {
+        Ratio {
+            key: "http_sync/pgbench_insert".into(),
+            numerator: "http_sync_granted".into(),
+            denominator: "pgbench_insert".into(),
+            value: Some(value),
+            goal: Some(1.0),
+            baseline: None,
+            within_baseline: true,
+        }
+    }
+
+    fn doc(round_ratios: &[Vec<Ratio>]) -> Document {
+        let spread = if round_ratios.len() > 1 {
+            rounds::spread(round_ratios)
+        } else {
+            Vec::new()
+        };
+        Document {
+            started_at: String::new(),
+            seconds: 2,
+            rounds: round_ratios.len(),
+            connections: 50,
+            pg_clients: 16,
+            machine: String::new(),
+            rows: Vec::new(),
+            ratios: rounds::median_ratios(round_ratios),
+            spread,
+            round_rows: Vec::new(),
+            batch_sizes: None,
+            baseline: None,
+            failures: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn several_rounds_lead_with_the_median_and_show_every_round() {
+        let d = doc(&[vec![ratio(1.1)], vec![ratio(0.7)], vec![ratio(0.9)]]);
+        let md = markdown(&d);
+        assert!(
+            md.contains("| `http_sync/pgbench_insert` | 0.90 ❌ |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `http_sync/pgbench_insert` | 0.70 | 0.90 | 1.10 | ≥ 1 | 1 of 3 | 1.10, 0.70, 0.90 |"),
+            "{md}"
+        );
+        assert!(html(&d).contains("<td>1.10, 0.70, 0.90</td>"));
+        let one = markdown(&doc(&[vec![ratio(1.1)]]));
+        assert!(!one.contains("rounds at goal"), "{one}");
+        assert!(one.contains("1 round ·"), "{one}");
+    }
 }

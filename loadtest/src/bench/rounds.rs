@@ -1,0 +1,222 @@
+//! `--rounds N`: the whole sequence of rows measured N times in one run, anchors and engine
+//! alternating, so a ratio's numerator and denominator are always minutes apart at most.
+//! On a shared machine whose speed drifts by up to 2× between hours, one pass can land the
+//! anchor in a slow phase and the engine in a fast one (or the other way); the median of the
+//! rounds' ratios, with its spread beside it, is the figure a reader can rely on.
+
+use serde::{Deserialize, Serialize};
+
+use super::{cpu::PerOp, measure::Row, ratios::Ratio};
+
+/// The median of `values` (the mean of the middle two for an even count); None when empty.
+pub(crate) fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.retain(|v| v.is_finite());
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    Some(if values.len().is_multiple_of(2) {
+        (values[mid - 1] + values[mid]) / 2.0
+    } else {
+        values[mid]
+    })
+}
+
+/// One ratio over the rounds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub(crate) struct Spread {
+    pub key: String,
+    /// The ratio in each round, in order (None: a row of that round was not measured).
+    pub per_round: Vec<Option<f64>>,
+    pub min: Option<f64>,
+    pub median: Option<f64>,
+    pub max: Option<f64>,
+    pub goal: Option<f64>,
+    /// Rounds whose ratio met the goal (with a goal).
+    pub rounds_at_goal: Option<usize>,
+}
+
+/// The spread of every ratio over `rounds` (each round's ratios in `ratios::SPECS` order).
+pub(crate) fn spread(rounds: &[Vec<Ratio>]) -> Vec<Spread> {
+    let Some(first) = rounds.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .map(|r| {
+            let per_round: Vec<Option<f64>> = rounds
+                .iter()
+                .map(|round| round.iter().find(|x| x.key == r.key).and_then(|x| x.value))
+                .collect();
+            let measured: Vec<f64> = per_round.iter().flatten().copied().collect();
+            Spread {
+                key: r.key.clone(),
+                min: measured.iter().copied().reduce(f64::min),
+                max: measured.iter().copied().reduce(f64::max),
+                median: median(measured.clone()),
+                goal: r.goal,
+                rounds_at_goal: r.goal.map(|g| measured.iter().filter(|v| **v >= g).count()),
+                per_round,
+            }
+        })
+        .collect()
+}
+
+/// The ratios the report leads with: each one's median over the rounds (not the ratio of
+/// the median rows: a round's two rows ran minutes apart, two rounds' may not have).
+pub(crate) fn median_ratios(rounds: &[Vec<Ratio>]) -> Vec<Ratio> {
+    let Some(first) = rounds.first() else {
+        return Vec::new();
+    };
+    let spread = spread(rounds);
+    first
+        .iter()
+        .zip(spread)
+        .map(|(r, s)| Ratio {
+            value: s.median,
+            ..r.clone()
+        })
+        .collect()
+}
+
+/// One row per key, in the first round's order: the median rate, percentiles and CPU of
+/// that row over the rounds.
+pub(crate) fn median_rows(rounds: &[Vec<Row>]) -> Vec<Row> {
+    let Some(first) = rounds.first() else {
+        return Vec::new();
+    };
+    if rounds.len() == 1 {
+        return first.clone();
+    }
+    first
+        .iter()
+        .map(|r| {
+            let same: Vec<&Row> = rounds
+                .iter()
+                .filter_map(|round| round.iter().find(|x| x.key == r.key))
+                .collect();
+            let of =
+                |f: fn(&Row) -> Option<f64>| median(same.iter().filter_map(|x| f(x)).collect());
+            let cpus: Vec<PerOp> = same.iter().filter_map(|x| x.cpu).collect();
+            let cpu_of = |f: fn(&PerOp) -> f64| median(cpus.iter().map(f).collect());
+            let cpu = match (
+                cpu_of(|c| c.server_us),
+                cpu_of(|c| c.client_us),
+                cpu_of(|c| c.postgres_us),
+                cpu_of(|c| c.redis_us),
+            ) {
+                (Some(server_us), Some(client_us), Some(postgres_us), Some(redis_us)) => {
+                    Some(PerOp {
+                        server_us,
+                        client_us,
+                        postgres_us,
+                        redis_us,
+                    })
+                }
+                _ => None,
+            };
+            let rates: Vec<f64> = same.iter().filter_map(|x| x.per_sec).collect();
+            let range = match (
+                rates.iter().copied().reduce(f64::min),
+                rates.iter().copied().reduce(f64::max),
+            ) {
+                (Some(lo), Some(hi)) => format!(", {lo:.0}–{hi:.0}/s"),
+                _ => String::new(),
+            };
+            Row {
+                per_sec: of(|x| x.per_sec),
+                p50_ms: of(|x| x.p50_ms),
+                p99_ms: of(|x| x.p99_ms),
+                note: format!("{}; median of {} rounds{range}", r.note, same.len()),
+                cpu,
+                ..r.clone()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ratio(key: &str, value: Option<f64>, goal: Option<f64>) -> Ratio {
+        Ratio {
+            key: key.into(),
+            numerator: String::new(),
+            denominator: String::new(),
+            value,
+            goal,
+            baseline: None,
+            within_baseline: true,
+        }
+    }
+
+    fn row(key: &str, per_sec: Option<f64>, p99: f64) -> Row {
+        Row {
+            key: key.into(),
+            what: "w".into(),
+            per_sec,
+            p50_ms: Some(p99 / 2.0),
+            p99_ms: Some(p99),
+            note: "n".into(),
+            cpu: None,
+        }
+    }
+
+    #[test]
+    fn median_of_odd_even_and_empty() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(vec![]), None);
+        assert_eq!(median(vec![f64::NAN, 1.0]), Some(1.0));
+    }
+
+    #[test]
+    fn spread_counts_rounds_at_goal_and_skips_unmeasured_rounds() {
+        let rounds = vec![
+            vec![
+                ratio("a", Some(0.8), Some(1.0)),
+                ratio("b", Some(2.0), None),
+            ],
+            vec![ratio("a", Some(1.1), Some(1.0)), ratio("b", None, None)],
+            vec![
+                ratio("a", Some(0.9), Some(1.0)),
+                ratio("b", Some(4.0), None),
+            ],
+        ];
+        let s = spread(&rounds);
+        assert_eq!(s[0].per_round, vec![Some(0.8), Some(1.1), Some(0.9)]);
+        assert_eq!(
+            (s[0].min, s[0].median, s[0].max),
+            (Some(0.8), Some(0.9), Some(1.1))
+        );
+        assert_eq!(s[0].rounds_at_goal, Some(1));
+        assert_eq!(s[1].median, Some(3.0));
+        assert_eq!(s[1].rounds_at_goal, None);
+        let m = median_ratios(&rounds);
+        assert_eq!(m[0].value, Some(0.9));
+        assert_eq!(m[0].goal, Some(1.0));
+    }
+
+    #[test]
+    fn median_rows_keep_the_first_rounds_order_and_name_the_range() {
+        let rounds = vec![
+            vec![row("x", Some(10.0), 4.0), row("y", None, 1.0)],
+            vec![row("x", Some(30.0), 8.0), row("y", None, 1.0)],
+            vec![row("x", Some(20.0), 6.0), row("y", None, 1.0)],
+        ];
+        let rows = median_rows(&rounds);
+        assert_eq!(rows[0].key, "x");
+        assert_eq!(rows[0].per_sec, Some(20.0));
+        assert_eq!(rows[0].p99_ms, Some(6.0));
+        assert!(
+            rows[0].note.contains("median of 3 rounds, 10–30/s"),
+            "{}",
+            rows[0].note
+        );
+        assert_eq!(rows[1].per_sec, None, "never a made-up figure");
+        let one = median_rows(&rounds[..1]);
+        assert_eq!(one[0].note, "n", "one round is reported as measured");
+    }
+}
