@@ -1,8 +1,8 @@
 //! Closed-loop load: `clients` tasks, each sending its next claim as soon as the previous
 //! answered, for a fixed time; exact latencies of every call. Two drivers of the same shape:
-//! the engine in-process (`CouponEngine::claim`) and a minimal HTTP client (a hyper
-//! connection per task, no bookkeeping beyond the latency), which is also the generator
-//! ceiling the Goose row is compared with.
+//! the engine in-process (`CouponEngine::claim`) and a minimal HTTP client (one connection
+//! per task, written and read by the task itself; see `http_client`), which is also the
+//! generator ceiling the Goose row is compared with.
 
 use std::{
     future::Future,
@@ -14,7 +14,6 @@ use coupon_engine::{
     domain::ids::{RequestId, UserId},
     http::auth::user_token,
 };
-use hyper::{StatusCode, Uri};
 use uuid::Uuid;
 
 use super::{
@@ -132,22 +131,28 @@ pub(crate) async fn over_http(
     run_for: Duration,
 ) -> anyhow::Result<Samples> {
     let endpoint = Endpoint::parse(base_url)?;
-    let path: Uri = format!("/v1/templates/{template}/claims").parse()?;
+    let path = format!("/v1/templates/{template}/claims");
     let want = match expect {
-        Expect::SoldOut => StatusCode::CONFLICT,
-        Expect::Granted => StatusCode::CREATED,
+        Expect::SoldOut => 409,
+        Expect::Granted => 201,
     };
-    let init = move |_| Connection::new(endpoint.clone());
-    let run = closed_loop(clients, run_for, init, move |mut conn, task, i| {
+    // A user makes `CLAIMS_PER_USER` calls in a row: its token is signed once, not per call
+    // (the client's CPU is taken from the server it measures).
+    let init = move |_| (Connection::new(endpoint.clone()), u64::MAX, String::new());
+    let run = closed_loop(clients, run_for, init, move |state, task, i| {
         let path = path.clone();
         async move {
-            let token = user_token(SECRET.as_bytes(), &user(row, task, i));
+            let (mut conn, mut signed_for, mut token) = state;
+            if signed_for != i / CLAIMS_PER_USER {
+                signed_for = i / CLAIMS_PER_USER;
+                token = user_token(SECRET.as_bytes(), &user(row, task, i));
+            }
             let body = format!("{{\"request_id\":\"{row}-{task}-{i}\"}}");
             let ok = conn
-                .post_json(&path, &token, body)
+                .post_json(&path, &token, &body)
                 .await
                 .is_ok_and(|status| status == want);
-            (conn, ok)
+            ((conn, signed_for, token), ok)
         }
     });
     Ok(run.await)
