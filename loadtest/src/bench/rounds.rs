@@ -128,7 +128,11 @@ pub(crate) fn median_rows(rounds: &[Vec<Row>]) -> Vec<Row> {
                 per_sec: of(|x| x.per_sec),
                 p50_ms: of(|x| x.p50_ms),
                 p99_ms: of(|x| x.p99_ms),
-                note: format!("{}; median of {} rounds{range}", r.note, same.len()),
+                note: format!(
+                    "{} (round 1); median of {} rounds{range}",
+                    r.note,
+                    same.len()
+                ),
                 cpu,
                 ..r.clone()
             }
