@@ -261,6 +261,7 @@ fn finish(
     let round_ratios: Vec<_> = rounds.iter().map(|r| ratios::compute(r)).collect();
     let mut ratios = rounds::median_ratios(&round_ratios);
     let rows = rounds::median_rows(&rounds);
+    let claim_goals = rounds::claim_goals(&rounds, &round_ratios);
     let (spread, round_rows) = if rounds.len() > 1 {
         (rounds::spread(&round_ratios), rounds)
     } else {
@@ -287,6 +288,7 @@ fn finish(
         rows,
         ratios,
         spread,
+        claim_goals: Some(claim_goals),
         round_rows,
         batch_sizes: batches.map(Into::into),
         baseline: cli.baseline.as_ref().map(|p| p.display().to_string()),

@@ -7,7 +7,11 @@ use anyhow::Context;
 use coupon_engine::service::{BATCH_BUCKETS, BatchHistogram};
 use serde::{Deserialize, Serialize};
 
-use super::{measure::Row, ratios::Ratio, rounds::Spread};
+use super::{
+    measure::Row,
+    ratios::Ratio,
+    rounds::{ClaimGoals, Spread},
+};
 use crate::report::esc;
 
 /// Everything one bench run measured.
@@ -28,6 +32,9 @@ pub(crate) struct Document {
     /// Each ratio over the rounds (only with more than one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spread: Vec<Spread>,
+    /// The rounds that met every claim-speed goal at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_goals: Option<ClaimGoals>,
     /// Every round's rows as measured (only with more than one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub round_rows: Vec<Vec<Row>>,
@@ -121,8 +128,33 @@ pub(crate) fn markdown_table(d: &Document) -> String {
             num(r.baseline, 2)
         );
     }
+    if let Some(g) = &d.claim_goals {
+        let _ = writeln!(s, "\n{}", claim_goals_line(g));
+    }
     spread_table(&mut s, d);
     s
+}
+
+fn claim_goals_line(g: &ClaimGoals) -> String {
+    let n = g.per_round.len();
+    format!(
+        "Claim-speed goals ({}) all met in one round: {} of {n} {}{}.",
+        ClaimGoals::words(),
+        g.met(),
+        if n == 1 { "round" } else { "rounds" },
+        if n > 1 {
+            format!(
+                " ({})",
+                g.per_round
+                    .iter()
+                    .map(|m| if *m { "yes" } else { "no" })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            String::new()
+        }
+    )
 }
 
 /// With several rounds: what the median ratios above were taken over.
@@ -240,6 +272,9 @@ fn html(d: &Document) -> String {
     );
     s.push_str("<h2>Ratios</h2><p class=\"muted\">Bars: this run (with several rounds, the medians); black tick: the goal.</p>");
     s.push_str(&ratio_chart(&d.ratios));
+    if let Some(g) = &d.claim_goals {
+        let _ = write!(s, "<p>{}</p>", esc(&claim_goals_line(g)));
+    }
     s.push_str(&spread_html(d));
     s.push_str("<h2>Rows</h2><table><tr><th>row</th><th>what</th><th>per second</th><th>p50 ms</th><th>p99 ms</th><th>how</th></tr>");
     for r in &d.rows {
@@ -417,6 +452,7 @@ mod tests {
             rows: Vec::new(),
             ratios: rounds::median_ratios(round_ratios),
             spread,
+            claim_goals: None,
             round_rows: Vec::new(),
             batch_sizes: None,
             baseline: None,
@@ -437,6 +473,18 @@ mod tests {
             "{md}"
         );
         assert!(html(&d).contains("<td>1.10, 0.70, 0.90</td>"));
+        let with_goals = Document {
+            claim_goals: Some(ClaimGoals {
+                per_round: vec![true, false, false],
+            }),
+            ..d.clone()
+        };
+        let md = markdown(&with_goals);
+        assert!(
+            md.contains("all met in one round: 1 of 3 rounds (yes, no, no)."),
+            "{md}"
+        );
+        assert!(md.contains("`http_sync_granted` p99 ≤ 25 ms"), "{md}");
         let one = markdown(&doc(&[vec![ratio(1.1)]]));
         assert!(!one.contains("rounds at goal"), "{one}");
         assert!(one.contains("1 round ·"), "{one}");

@@ -140,6 +140,64 @@ pub(crate) fn median_rows(rounds: &[Vec<Row>]) -> Vec<Row> {
         .collect()
 }
 
+/// The claim path's speed goals (README.md, "Speed"), which one round must meet together:
+/// these ratios at their goals, and the sync row's p99 at most `SYNC_P99_MAX_MS`.
+pub(crate) const CLAIM_RATIO_GOALS: [&str; 3] = [
+    "http_sync/pgbench_insert",
+    "http_sync/hot_row",
+    "http_async/redis_granting",
+];
+/// The row whose p99 the claim goals bound.
+pub(crate) const SYNC_P99_ROW: &str = "http_sync_granted";
+/// Its bound, ms.
+pub(crate) const SYNC_P99_MAX_MS: f64 = 25.0;
+
+/// Which rounds met every claim goal at once.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub(crate) struct ClaimGoals {
+    /// One entry per round: all goals met in that round.
+    pub per_round: Vec<bool>,
+}
+
+impl ClaimGoals {
+    pub(crate) fn met(&self) -> usize {
+        self.per_round.iter().filter(|m| **m).count()
+    }
+
+    /// The goals in words.
+    pub(crate) fn words() -> String {
+        format!(
+            "{}, `{SYNC_P99_ROW}` p99 ≤ {SYNC_P99_MAX_MS} ms",
+            CLAIM_RATIO_GOALS
+                .iter()
+                .map(|k| format!("`{k}` at its goal"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
+/// Checks every round against the claim goals; a ratio or row a round did not measure is a
+/// goal it did not meet.
+pub(crate) fn claim_goals(rows: &[Vec<Row>], ratios: &[Vec<Ratio>]) -> ClaimGoals {
+    let per_round = rows
+        .iter()
+        .zip(ratios)
+        .map(|(rows, ratios)| {
+            let ratios_met = CLAIM_RATIO_GOALS.iter().all(|key| {
+                ratios.iter().any(|r| {
+                    r.key == *key && matches!((r.value, r.goal), (Some(v), Some(g)) if v >= g)
+                })
+            });
+            let p99_met = rows
+                .iter()
+                .any(|r| r.key == SYNC_P99_ROW && r.p99_ms.is_some_and(|p| p <= SYNC_P99_MAX_MS));
+            ratios_met && p99_met
+        })
+        .collect();
+    ClaimGoals { per_round }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +224,31 @@ mod tests {
             note: "n".into(),
             cpu: None,
         }
+    }
+
+    #[test]
+    fn a_round_meets_the_claim_goals_only_with_all_four() {
+        let ratios = |sync: f64, async_: f64| {
+            vec![
+                ratio("http_sync/pgbench_insert", Some(sync), Some(1.0)),
+                ratio("http_sync/hot_row", Some(7.0), Some(6.0)),
+                ratio("http_async/redis_granting", Some(async_), Some(0.5)),
+            ]
+        };
+        let rows = |p99: f64| vec![row(SYNC_P99_ROW, Some(1.0), p99)];
+        let g = claim_goals(
+            &[rows(9.0), rows(9.0), rows(30.0), rows(9.0)],
+            &[
+                ratios(1.0, 0.5),
+                ratios(0.99, 0.6),
+                ratios(1.2, 0.6),
+                ratios(1.1, 0.7),
+            ],
+        );
+        assert_eq!(g.per_round, vec![true, false, false, true]);
+        assert_eq!(g.met(), 2);
+        let unmeasured = claim_goals(&[vec![]], &[ratios(1.1, 0.7)]);
+        assert_eq!(unmeasured.per_round, vec![false], "no p99 row: not met");
     }
 
     #[test]
