@@ -130,11 +130,9 @@ async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<
     if buf.len() >= MAX_ANSWER {
         bail!("an answer longer than {MAX_ANSWER} bytes");
     }
-    let start = buf.len();
-    buf.resize(start + 4096, 0);
-    let n = stream.read(&mut buf[start..]).await;
-    buf.truncate(start + *n.as_ref().unwrap_or(&0));
-    if n? == 0 {
+    buf.reserve(4096);
+    // Into the spare capacity: nothing zeroed, nothing truncated afterwards.
+    if stream.read_buf(buf).await? == 0 {
         bail!("the server closed the connection mid-answer");
     }
     Ok(())

@@ -259,11 +259,13 @@ fn finish(
     batches: Option<BatchHistogram>,
 ) -> anyhow::Result<u8> {
     let round_ratios: Vec<_> = rounds.iter().map(|r| ratios::compute(r)).collect();
-    let mut ratios = rounds::median_ratios(&round_ratios);
+    let spread = rounds::spread(&round_ratios);
+    let mut ratios = rounds::median_ratios(round_ratios.first().map_or(&[], |r| r), &spread);
     let rows = rounds::median_rows(&rounds);
     let claim_goals = rounds::claim_goals(&rounds, &round_ratios);
+    // One round is its own median: nothing to spread.
     let (spread, round_rows) = if rounds.len() > 1 {
-        (rounds::spread(&round_ratios), rounds)
+        (spread, rounds)
     } else {
         (Vec::new(), Vec::new())
     };

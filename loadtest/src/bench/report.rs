@@ -437,8 +437,10 @@ mod tests {
     }
 
     fn doc(round_ratios: &[Vec<Ratio>]) -> Document {
+        let all = rounds::spread(round_ratios);
+        let ratios = rounds::median_ratios(&round_ratios[0], &all);
         let spread = if round_ratios.len() > 1 {
-            rounds::spread(round_ratios)
+            all
         } else {
             Vec::new()
         };
@@ -450,7 +452,7 @@ mod tests {
             pg_clients: 16,
             machine: String::new(),
             rows: Vec::new(),
-            ratios: rounds::median_ratios(round_ratios),
+            ratios,
             spread,
             claim_goals: None,
             round_rows: Vec::new(),

@@ -65,12 +65,8 @@ pub(crate) fn spread(rounds: &[Vec<Ratio>]) -> Vec<Spread> {
 
 /// The ratios the report leads with: each one's median over the rounds (not the ratio of
 /// the median rows: a round's two rows ran minutes apart, two rounds' may not have).
-pub(crate) fn median_ratios(rounds: &[Vec<Ratio>]) -> Vec<Ratio> {
-    let Some(first) = rounds.first() else {
-        return Vec::new();
-    };
-    let spread = spread(rounds);
-    first
+pub(crate) fn median_ratios(first_round: &[Ratio], spread: &[Spread]) -> Vec<Ratio> {
+    first_round
         .iter()
         .zip(spread)
         .map(|(r, s)| Ratio {
@@ -252,6 +248,18 @@ mod tests {
     }
 
     #[test]
+    fn the_claim_goals_name_ratios_that_have_goals() {
+        for key in CLAIM_RATIO_GOALS {
+            assert!(
+                crate::bench::ratios::SPECS
+                    .iter()
+                    .any(|s| s.key == key && s.goal.is_some()),
+                "{key} is no ratio with a goal"
+            );
+        }
+    }
+
+    #[test]
     fn median_of_odd_even_and_empty() {
         assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
@@ -281,7 +289,7 @@ mod tests {
         assert_eq!(s[0].rounds_at_goal, Some(1));
         assert_eq!(s[1].median, Some(3.0));
         assert_eq!(s[1].rounds_at_goal, None);
-        let m = median_ratios(&rounds);
+        let m = median_ratios(&rounds[0], &s);
         assert_eq!(m[0].value, Some(0.9));
         assert_eq!(m[0].goal, Some(1.0));
     }
