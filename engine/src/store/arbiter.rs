@@ -4,10 +4,13 @@
 //! issue more than `total_stock` coupons or more than `per_user_limit` to one user.
 //!
 //! One transaction and one round trip per batch: `coupon_decide_claims` (a function of the
-//! schema, see the migrations) locks the counter row (the hot row is touched once per batch,
-//! not once per claim), looks up the batch's request ids and users, decides each intent in
-//! arrival order, inserts the accepted rows with one statement that also bumps the counter,
-//! and commits once. Nothing is half-applied: an error rolls the whole batch back.
+//! schema, see the migrations) inserts the batch's rows, then locks the counter row (the hot
+//! row is touched once per batch, not once per claim, and other servers' batches of the
+//! template insert while it is held) and checks the stock, the epoch and each user's count
+//! against everything committed before it; a batch that is not stored whole (a retry, a
+//! refusal, a fence) takes its rows back and is decided intent by intent in arrival order
+//! under the lock. It commits once. Nothing is half-applied: an error rolls the whole batch
+//! back.
 //!
 //! The commit is synchronous, so a verdict returned is on disk and may be answered at once;
 //! the batch that queues while one commits (its WAL flush included) is the next batch.

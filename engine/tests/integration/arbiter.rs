@@ -11,7 +11,6 @@
 use std::collections::HashMap;
 
 use coupon_engine::{
-    NewTemplate, RefundPolicy,
     domain::ids::{RequestId, UserId},
     store::{
         arbiter::{self, Arbitration, Verdict},
@@ -93,30 +92,14 @@ impl Reference {
 async fn batches_match_the_sequential_rule(arbitration: Arbitration) -> anyhow::Result<()> {
     let env = TestEnv::new().await?;
     let pg = sqlx::PgPool::connect(&env.database_url).await?;
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_nanos() as u64
-        | 1;
+    let seed = crate::seed_from_clock();
     println!("arbiter batches: seed {seed}");
     let mut rng = Rng(seed);
     let enforce = arbitration == Arbitration::Enforced;
     for _ in 0..25 {
         let stock = 1 + rng.below(12) as i64;
         let limit = 1 + rng.below(3) as i32;
-        let template = env
-            .engine
-            .create_template(NewTemplate::simple(
-                "batches",
-                stock,
-                limit,
-                RefundPolicy::ReturnToStock,
-            ))
-            .await?;
-        let epoch: i64 =
-            sqlx::query_scalar("SELECT epoch FROM template_stock WHERE template_id = $1")
-                .bind(template.id)
-                .fetch_one(&pg)
-                .await?;
+        let (template, epoch) = crate::sale(&env, &pg, "batches", stock, limit).await?;
         let mut reference = Reference::default();
         // A request id's coupon id: mostly one per request id (a retry carries it), now
         // and then another (a request id reused after its record expired).
@@ -175,4 +158,183 @@ async fn batch_verdicts_follow_arrival_order_like_the_sequential_rule() -> anyho
 #[tokio::test]
 async fn without_arbitration_every_new_request_is_stored() -> anyhow::Result<()> {
     batches_match_the_sequential_rule(Arbitration::TrustRedis).await
+}
+
+/// Batches of one template decided at once on several connections, as several servers'
+/// group commits do: each inserts its rows before it takes the counter row, so their
+/// inserts overlap. Users and request ids are shared across the deciders (a retry racing
+/// its original elsewhere). Whatever the interleaving: rows never exceed the stock nor a
+/// user's limit, the counter equals the rows, and every verdict names a row that exists.
+async fn overlapping_batches(stock: i64, limit: i32, users: u64) -> anyhow::Result<()> {
+    const DECIDERS: u64 = 4;
+    const BATCHES: usize = 40;
+    let env = TestEnv::new().await?;
+    let pg = sqlx::PgPool::connect(&env.database_url).await?;
+    let seed = crate::seed_from_clock();
+    println!("overlapping batches: seed {seed}");
+    let (template, epoch) = crate::sale(&env, &pg, "overlapping batches", stock, limit).await?;
+    let deciders = (0..DECIDERS).map(|d| {
+        let (pg, template) = (pg.clone(), template.clone());
+        tokio::spawn(async move {
+            let mut rng = Rng(seed.wrapping_add(d.wrapping_mul(0x9E37_79B9)) | 1);
+            let mut answered = Vec::new();
+            for _ in 0..BATCHES {
+                let n = 1 + rng.below(8) as usize;
+                let intents: Vec<PendingIntent> = (0..n)
+                    .map(|_| {
+                        // One request id in sixteen is shared by every decider.
+                        let rid = if rng.below(16) == 0 {
+                            format!("shared-{}", rng.below(20))
+                        } else {
+                            format!("d{d}-{}", rng.below(1_000_000))
+                        };
+                        let user = rid
+                            .bytes()
+                            .fold(7u64, |h, b| h.wrapping_mul(31) ^ u64::from(b))
+                            % users;
+                        PendingIntent {
+                            template_id: template.id,
+                            coupon_id: Uuid::new_v4(),
+                            request_id: RequestId::parse(rid).expect("valid"),
+                            user_id: UserId::parse(format!("u{user}")).expect("valid"),
+                            epoch,
+                            claimed_at_ms: 1_700_000_000_000,
+                        }
+                    })
+                    .collect();
+                let verdicts =
+                    arbiter::decide_batch(&pg, &template, &intents, Arbitration::Enforced).await?;
+                answered.extend(intents.into_iter().zip(verdicts));
+            }
+            anyhow::Ok(answered)
+        })
+    });
+    let mut answered = Vec::new();
+    for d in deciders {
+        answered.extend(d.await??);
+    }
+    let rows: Vec<(Uuid, String, String)> = sqlx::query_as(
+        "SELECT id, user_id, claim_request_id FROM user_coupon WHERE template_id = $1",
+    )
+    .bind(template.id)
+    .fetch_all(&pg)
+    .await?;
+    let counted: i64 =
+        sqlx::query_scalar("SELECT counted FROM template_stock WHERE template_id = $1")
+            .bind(template.id)
+            .fetch_one(&pg)
+            .await?;
+    assert_eq!(counted, rows.len() as i64, "seed {seed}: counter and rows");
+    assert!(
+        counted <= stock,
+        "seed {seed}: {counted} rows on a stock of {stock}"
+    );
+    let mut per_user: HashMap<&str, i32> = HashMap::new();
+    for (_, user, _) in &rows {
+        *per_user.entry(user).or_default() += 1;
+    }
+    let over: Vec<_> = per_user.iter().filter(|(_, n)| **n > limit).collect();
+    assert!(
+        over.is_empty(),
+        "seed {seed}: users above the limit of {limit}: {over:?}"
+    );
+    let by_rid: HashMap<&str, Uuid> = rows
+        .iter()
+        .map(|(id, _, rid)| (rid.as_str(), *id))
+        .collect();
+    for (intent, verdict) in &answered {
+        let stored = by_rid.get(intent.request_id.as_str());
+        match verdict {
+            Verdict::Stored => assert_eq!(
+                stored,
+                Some(&intent.coupon_id),
+                "seed {seed}: a stored verdict without its row"
+            ),
+            Verdict::Duplicate { coupon_id, .. } => assert_eq!(
+                stored,
+                Some(coupon_id),
+                "seed {seed}: a duplicate naming no row"
+            ),
+            Verdict::StockEmpty | Verdict::UserLimit => {}
+            other => panic!("seed {seed}: unexpected verdict {other:?}"),
+        }
+    }
+    assert!(
+        answered.iter().any(|(_, v)| v.is_refusal()),
+        "seed {seed}: the stock or the limits were never reached"
+    );
+    pg.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn overlapping_batches_never_exceed_a_users_limit() -> anyhow::Result<()> {
+    overlapping_batches(100_000, 1, 500).await
+}
+
+#[tokio::test]
+async fn overlapping_batches_never_exceed_the_stock() -> anyhow::Result<()> {
+    overlapping_batches(150, 5, 1_000).await
+}
+
+/// The race the overlap opens, made to happen: a batch has inserted its row and holds the
+/// counter row (its transaction still open) when another batch for the same user, or for
+/// the last coupon, starts on another connection. The second must wait for the first and
+/// then refuse: a check made on its own snapshot before the lock would pass both.
+async fn a_batch_waits_for_the_one_holding_the_counter(
+    stock: i64,
+    want: Verdict,
+) -> anyhow::Result<()> {
+    let env = TestEnv::new().await?;
+    let pg = sqlx::PgPool::connect(&env.database_url).await?;
+    let (template, epoch) = crate::sale(&env, &pg, "held counter", stock, 1).await?;
+    // The same user when the stock is ample, another one when it is the last coupon.
+    let intent = |rid: &str, user: &str| PendingIntent {
+        template_id: template.id,
+        coupon_id: Uuid::new_v4(),
+        request_id: RequestId::parse(rid).expect("valid"),
+        user_id: UserId::parse(user).expect("valid"),
+        epoch,
+        claimed_at_ms: 1_700_000_000_000,
+    };
+    let second_user = if stock == 1 { "other" } else { "same" };
+    let mut first = pg.begin().await?;
+    let verdicts = arbiter::decide_batch_on(
+        &mut first,
+        &template,
+        &[intent("first", "same")],
+        Arbitration::Enforced,
+    )
+    .await?;
+    assert_eq!(verdicts, [Verdict::Stored]);
+    let second = {
+        let (pg, template, intent) = (pg.clone(), template.clone(), intent("second", second_user));
+        tokio::spawn(async move {
+            arbiter::decide_batch(&pg, &template, &[intent], Arbitration::Enforced).await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !second.is_finished(),
+        "the second batch did not wait for the counter row"
+    );
+    first.commit().await?;
+    assert_eq!(second.await??, [want]);
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM user_coupon WHERE template_id = $1")
+        .bind(template.id)
+        .fetch_one(&pg)
+        .await?;
+    assert_eq!(rows, 1);
+    pg.close().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_batch_for_a_user_at_the_limit_waits_then_refuses() -> anyhow::Result<()> {
+    a_batch_waits_for_the_one_holding_the_counter(100, Verdict::UserLimit).await
+}
+
+#[tokio::test]
+async fn a_batch_for_the_last_coupon_waits_then_refuses() -> anyhow::Result<()> {
+    a_batch_waits_for_the_one_holding_the_counter(1, Verdict::StockEmpty).await
 }

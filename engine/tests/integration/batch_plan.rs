@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 use coupon_engine::{
-    NewTemplate, RefundPolicy, Template,
+    Template,
     domain::ids::{RequestId, UserId},
     store::{
         arbiter::{self, Arbitration, Verdict},
@@ -38,23 +38,6 @@ async fn one_connection(env: &TestEnv) -> anyhow::Result<PgPool> {
         .execute(&pg)
         .await?;
     Ok(pg)
-}
-
-async fn sale(env: &TestEnv, pg: &PgPool) -> anyhow::Result<(Template, i64)> {
-    let template = env
-        .engine
-        .create_template(NewTemplate::simple(
-            "plan",
-            1_000_000,
-            LIMIT,
-            RefundPolicy::ReturnToStock,
-        ))
-        .await?;
-    let epoch = sqlx::query_scalar("SELECT epoch FROM template_stock WHERE template_id = $1")
-        .bind(template.id)
-        .fetch_one(pg)
-        .await?;
-    Ok((template, epoch))
 }
 
 fn intent(template: &Template, epoch: i64, request: String, user: String) -> PendingIntent {
@@ -149,7 +132,7 @@ async fn a_batch_planned_on_an_empty_table_still_probes_by_index() -> anyhow::Re
     let env = TestEnv::new().await?;
     let pg = one_connection(&env).await?;
     sqlx::query("ANALYZE user_coupon").execute(&pg).await?;
-    let (template, epoch) = sale(&env, &pg).await?;
+    let (template, epoch) = crate::sale(&env, &pg, "plan", 1_000_000, LIMIT).await?;
     let mut n = 0u64;
     sell_to_newcomers(&pg, &template, epoch, &mut n).await?;
     let (buffers, plan) = explained(
@@ -193,7 +176,7 @@ async fn a_users_coupons_of_other_templates_cost_the_batch_nothing() -> anyhow::
     .execute(&pg)
     .await?;
     sqlx::query("ANALYZE user_coupon").execute(&pg).await?;
-    let (template, epoch) = sale(&env, &pg).await?;
+    let (template, epoch) = crate::sale(&env, &pg, "plan", 1_000_000, LIMIT).await?;
     // The sale is under way: probing a user through the template's rows costs as much.
     sell_to_newcomers(&pg, &template, epoch, &mut 0).await?;
     let regulars: Vec<PendingIntent> = (0..SIZE)

@@ -43,3 +43,35 @@ fn shared_buffers(plan: &[String]) -> Option<u64> {
         })
         .max()
 }
+
+/// A template of `stock` coupons, `limit` per user, and its epoch.
+pub(crate) async fn sale(
+    env: &coupon_testkit::TestEnv,
+    pg: &sqlx::PgPool,
+    name: &str,
+    stock: i64,
+    limit: i32,
+) -> anyhow::Result<(coupon_engine::Template, i64)> {
+    let template = env
+        .engine
+        .create_template(coupon_engine::NewTemplate::simple(
+            name,
+            stock,
+            limit,
+            coupon_engine::RefundPolicy::ReturnToStock,
+        ))
+        .await?;
+    let epoch = sqlx::query_scalar("SELECT epoch FROM template_stock WHERE template_id = $1")
+        .bind(template.id)
+        .fetch_one(pg)
+        .await?;
+    Ok((template, epoch))
+}
+
+/// A seed for a test's generator, printed by the test so a failure replays.
+pub(crate) fn seed_from_clock() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1
+}
