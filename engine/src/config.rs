@@ -48,9 +48,8 @@ pub struct EngineConfig {
     /// Async mode: most intents per batch INSERT.
     pub batch_size: usize,
     /// Async mode: longest wait before a partial batch is written. The default (10 ms, up to
-    /// 512 intents) is what an acknowledged claim may wait before Postgres has it; against
-    /// 5 ms and 256 it gave the async HTTP bench row 27.5k against 26.0k claims/s (one
-    /// round each, side by side: README, "Speed"): fewer, larger batches cost less per claim.
+    /// 512 intents) is what an acknowledged claim may wait before Postgres has it; fewer,
+    /// larger batches cost less per claim than 5 ms and 256 did (README, "Speed").
     pub batch_interval: Duration,
     /// A pending intent older than this is persisted by the reconciler.
     pub stale_pending_after: Duration,

@@ -163,8 +163,10 @@ async fn without_arbitration_every_new_request_is_stored() -> anyhow::Result<()>
 /// Batches of one template decided at once on several connections, as several servers'
 /// group commits do: each inserts its rows before it takes the counter row, so their
 /// inserts overlap. Users and request ids are shared across the deciders (a retry racing
-/// its original elsewhere). Whatever the interleaving: rows never exceed the stock nor a
-/// user's limit, the counter equals the rows, and every verdict names a row that exists.
+/// its original elsewhere): a shared request id's insert waits for the batch that holds it.
+/// Rows never exceed the stock nor a user's limit, the counter equals the rows, and every
+/// verdict names a row that exists. Random timing rarely lines two batches of one user up
+/// before either commits; the race itself is forced by the held-counter tests below.
 async fn overlapping_batches(stock: i64, limit: i32, users: u64) -> anyhow::Result<()> {
     const DECIDERS: u64 = 4;
     const BATCHES: usize = 40;
