@@ -10,7 +10,7 @@ use testcontainers_modules::{
     testcontainers::{ImageExt, runners::AsyncRunner},
 };
 
-use crate::{Backends, ProvisionError, Way, images};
+use crate::{Backends, Durability, ProvisionError, Way, images};
 
 /// True if a Docker daemon socket or `DOCKER_HOST` is configured.
 pub fn docker_configured() -> bool {
@@ -18,7 +18,7 @@ pub fn docker_configured() -> bool {
         || std::path::Path::new("/var/run/docker.sock").exists()
 }
 
-pub(crate) async fn start() -> Result<Backends, ProvisionError> {
+pub(crate) async fn start(durability: Durability) -> Result<Backends, ProvisionError> {
     if !docker_configured() {
         return Err(ProvisionError::Containers(
             "no Docker daemon (no DOCKER_HOST, no /var/run/docker.sock)".into(),
@@ -32,7 +32,12 @@ pub(crate) async fn start() -> Result<Backends, ProvisionError> {
         .start()
         .await
         .map_err(|e| err(&e))?;
-    let pg = Postgres::default()
+    // The module turns fsync off unless asked.
+    let pg = match durability {
+        Durability::Fixture => Postgres::default(),
+        Durability::Flushed => Postgres::default().with_fsync_enabled(),
+    };
+    let pg = pg
         .with_host_auth()
         .with_name(images::postgres_image())
         .with_tag(images::postgres_tag())

@@ -85,6 +85,16 @@ pub enum Way {
     Local,
 }
 
+/// Whether a Postgres this crate starts flushes its commits to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// `fsync=off`: a test fixture, fast, and as safe as the OS page cache (a crash of
+    /// Postgres alone loses nothing; a crash of the machine would).
+    Fixture,
+    /// `fsync=on`, as Postgres ships: every commit waits for its WAL flush.
+    Flushed,
+}
+
 /// A Redis and a Postgres server (the admin URL of the latter), kept alive by guards.
 pub struct Backends {
     /// Redis: one node or a cluster.
@@ -139,17 +149,31 @@ impl Backends {
         self.redis.first_url()
     }
 
+    /// Provisions backends like [`Self::provision`] (without the cluster option), but a
+    /// Postgres started here flushes its commits (`fsync=on`). The test fixtures run
+    /// Postgres with `fsync=off`, which is right for tests and wrong for a measurement of
+    /// a durable commit: `coupon-loadtest bench` compares group-committed claims with
+    /// single-row commits, and without the flush the comparison loses what it is about.
+    /// Services named by the environment are taken as they are configured.
+    pub async fn provision_durable() -> Result<Self, ProvisionError> {
+        Self::provision_ways(Durability::Flushed).await
+    }
+
     async fn provision_standalone() -> Result<Self, ProvisionError> {
+        Self::provision_ways(Durability::Fixture).await
+    }
+
+    async fn provision_ways(durability: Durability) -> Result<Self, ProvisionError> {
         let mut tried = Vec::new();
         match Self::from_env() {
             Some(b) => return Ok(b),
             None => tried.push("env: COUPON_REDIS_URL/COUPON_DATABASE_URL not set".to_owned()),
         }
-        match Self::containers().await {
+        match containers::start(durability).await {
             Ok(b) => return Ok(b),
             Err(e) => tried.push(e.to_string()),
         }
-        match Self::local() {
+        match Self::local_with(durability) {
             Ok(b) => return Ok(b),
             Err(e) => tried.push(e.to_string()),
         }
@@ -170,13 +194,20 @@ impl Backends {
 
     /// Way 2: testcontainers, ignoring the environment's URLs.
     pub async fn containers() -> Result<Self, ProvisionError> {
-        containers::start().await
+        containers::start(Durability::Fixture).await
     }
 
     /// Way 3: local binaries, ignoring the environment's URLs.
     pub fn local() -> Result<Self, ProvisionError> {
+        Self::local_with(Durability::Fixture)
+    }
+
+    fn local_with(durability: Durability) -> Result<Self, ProvisionError> {
         let redis = local::LocalRedis::start()?;
-        let pg = local::LocalPostgres::start()?;
+        let pg = match durability {
+            Durability::Fixture => local::LocalPostgres::start()?,
+            Durability::Flushed => local::LocalPostgres::start_durable()?,
+        };
         Ok(Self {
             redis: RedisTarget::Node(redis.url()),
             database_url: pg.url(),

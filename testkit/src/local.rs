@@ -109,7 +109,14 @@ impl LocalPostgres {
         Self::start_with(&[])
     }
 
-    /// [`Self::start`] with extra server settings (`name=value`, as `postgres -c` takes).
+    /// [`Self::start`] with `fsync=on`: every commit waits for its WAL flush, as in a
+    /// Postgres as shipped (for measurements of commits; tests need no flush).
+    pub fn start_durable() -> Result<Self, ProvisionError> {
+        Self::start_with(&["fsync=on"])
+    }
+
+    /// [`Self::start`] with extra server settings (`name=value`, as `postgres -c` takes;
+    /// a later setting of the same name wins, so `fsync=on` overrides the default).
     pub fn start_with(settings: &[&str]) -> Result<Self, ProvisionError> {
         let initdb = find_binary("initdb").ok_or_else(|| {
             ProvisionError::Local("initdb not found in PATH or /usr/lib/postgresql/*/bin".into())

@@ -237,6 +237,7 @@ pub(crate) fn pgbench(
     shape: PgShape,
     clients: usize,
     seconds: u64,
+    flush: &str,
     scratch: &Path,
 ) -> anyhow::Result<Row> {
     let (key, what, body) = match shape {
@@ -305,8 +306,6 @@ pub(crate) fn pgbench(
         key,
         what,
         seconds as f64,
-        format!(
-            "{clients} clients, prepared statements, no TLS (as the engine), fsync as configured"
-        ),
+        format!("{clients} clients, prepared statements, no TLS (as the engine), {flush}"),
     ))
 }

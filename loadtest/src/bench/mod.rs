@@ -5,6 +5,7 @@
 mod anchors;
 mod cli;
 mod cpu;
+mod durability;
 mod goose_row;
 mod http_client;
 mod load;
@@ -22,7 +23,7 @@ use std::{
 
 use anyhow::Context;
 use coupon_engine::{Persistence, service::BatchHistogram};
-use coupon_testkit::{Backends, shared_backends};
+use coupon_testkit::Backends;
 use time::{OffsetDateTime, macros::format_description};
 
 pub(crate) use cli::BenchCli;
@@ -39,9 +40,16 @@ pub(crate) const EXIT_REGRESSION: u8 = 2;
 pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
     cli.validate()?;
     let started = OffsetDateTime::now_utc();
-    let backends = shared_backends()
-        .await
-        .context("provisioning Redis and Postgres")?;
+    let backends = Arc::new(
+        Backends::provision_durable()
+            .await
+            .context("provisioning Redis and Postgres")?,
+    );
+    let postgres = durability::PostgresDurability::read(&backends).await?;
+    phase("bench", postgres.describe());
+    if let Some(w) = postgres.warning() {
+        eprintln!("coupon-loadtest bench: warning: {w}");
+    }
     let dir = report_dir(&cli.report_dir, started)?;
     let mut rounds = Vec::with_capacity(cli.rounds);
     let mut batches: Option<BatchHistogram> = None;
@@ -50,7 +58,7 @@ pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
             phase("bench", format!("round {round} of {}", cli.rounds));
         }
         let scratch = dir.join("scratch").join(format!("round-{round}"));
-        let mut rows = anchor_rows(&cli, &backends, &scratch).await?;
+        let mut rows = anchor_rows(&cli, &backends, &postgres, &scratch).await?;
         for persistence in [Persistence::Sync, Persistence::Async] {
             let (engine_rows, h) = engine_rows(&cli, &backends, persistence, &scratch).await?;
             rows.extend(engine_rows);
@@ -59,7 +67,7 @@ pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
         rounds.push(rows);
     }
     let _ = std::fs::remove_dir_all(dir.join("scratch"));
-    finish(&cli, started, &dir, rounds, batches)
+    finish(&cli, started, &dir, rounds, batches, postgres)
 }
 
 /// The group commit's histogram over every round (each round starts a fresh engine).
@@ -88,6 +96,7 @@ fn add_batches(
 async fn anchor_rows(
     cli: &BenchCli,
     backends: &Arc<Backends>,
+    postgres: &durability::PostgresDurability,
     scratch: &Path,
 ) -> anyhow::Result<Vec<Row>> {
     let endpoints = Endpoints::parse(backends.redis_url(), &backends.database_url)?;
@@ -123,9 +132,10 @@ async fn anchor_rows(
         let clients = cli.pg_clients;
         let seconds = cli.seconds;
         let scratch = scratch.to_owned();
+        let flush = postgres.settings();
         let before = cpu::snapshot();
         let row = tokio::task::spawn_blocking(move || {
-            anchors::pgbench(&e, shape, clients, seconds, &scratch)
+            anchors::pgbench(&e, shape, clients, seconds, &flush, &scratch)
         })
         .await??;
         rows.push(with_tool_cpu(row, before, cli.seconds));
@@ -257,6 +267,7 @@ fn finish(
     dir: &Path,
     rounds: Vec<Vec<Row>>,
     batches: Option<BatchHistogram>,
+    postgres: durability::PostgresDurability,
 ) -> anyhow::Result<u8> {
     let round_ratios: Vec<_> = rounds.iter().map(|r| ratios::compute(r)).collect();
     let spread = rounds::spread(&round_ratios);
@@ -287,6 +298,7 @@ fn finish(
         connections: cli.connections,
         pg_clients: cli.pg_clients,
         machine: report::machine(),
+        postgres: Some(postgres),
         rows,
         ratios,
         spread,
@@ -309,6 +321,9 @@ fn finish(
             .with_context(|| format!("writing {}", path.display()))?;
     }
     print!("{}", report::markdown_table(&doc));
+    if let Some(w) = doc.postgres.as_ref().and_then(|p| p.warning()) {
+        eprintln!("coupon-loadtest bench: warning: {w}");
+    }
     phase(
         "bench",
         format!("report: {}", dir.join("index.html").display()),

@@ -8,6 +8,7 @@ use coupon_engine::service::{BATCH_BUCKETS, BatchHistogram};
 use serde::{Deserialize, Serialize};
 
 use super::{
+    durability::PostgresDurability,
     measure::Row,
     ratios::Ratio,
     rounds::{ClaimGoals, Spread},
@@ -27,6 +28,9 @@ pub(crate) struct Document {
     pub pg_clients: usize,
     /// CPU count and model.
     pub machine: String,
+    /// Whether the Postgres of the run flushed its commits (absent in older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres: Option<PostgresDurability>,
     pub rows: Vec<Row>,
     pub ratios: Vec<Ratio>,
     /// Each ratio over the rounds (only with more than one).
@@ -229,6 +233,12 @@ fn markdown(d: &Document) -> String {
         d.pg_clients,
         d.machine
     );
+    if let Some(p) = &d.postgres {
+        let _ = writeln!(s, "{}\n", p.describe());
+        if let Some(w) = p.warning() {
+            let _ = writeln!(s, "**Warning:** {w}\n");
+        }
+    }
     s.push_str(&markdown_table(d));
     if let Some(b) = &d.batch_sizes {
         let _ = writeln!(
@@ -270,6 +280,12 @@ fn html(d: &Document) -> String {
         d.pg_clients,
         esc(&d.machine)
     );
+    if let Some(p) = &d.postgres {
+        let _ = write!(s, "<p class=\"muted\">{}</p>", esc(&p.describe()));
+        if let Some(w) = p.warning() {
+            let _ = write!(s, "<p><strong>Warning:</strong> {}</p>", esc(&w));
+        }
+    }
     s.push_str("<h2>Ratios</h2><p class=\"muted\">Bars: this run (with several rounds, the medians); black tick: the goal.</p>");
     s.push_str(&ratio_chart(&d.ratios));
     if let Some(g) = &d.claim_goals {
@@ -451,6 +467,7 @@ mod tests {
             connections: 50,
             pg_clients: 16,
             machine: String::new(),
+            postgres: None,
             rows: Vec::new(),
             ratios,
             spread,
@@ -460,6 +477,34 @@ mod tests {
             baseline: None,
             failures: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_header_says_whether_postgres_flushed_and_warns_when_it_did_not() {
+        let with = |fsync: &str| Document {
+            postgres: Some(PostgresDurability {
+                fsync: fsync.into(),
+                synchronous_commit: "on".into(),
+                source: "a Postgres cluster the bench started".into(),
+            }),
+            ..doc(&[vec![ratio(1.1)]])
+        };
+        let flushed = with("on");
+        let md = markdown(&flushed);
+        assert!(
+            md.contains(
+                "Postgres: fsync=on, synchronous_commit=on (a Postgres cluster the bench started)"
+            ),
+            "{md}"
+        );
+        assert!(!md.contains("Warning"), "{md}");
+        let unflushed = with("off");
+        assert!(
+            markdown(&unflushed)
+                .contains("**Warning:** Postgres does not wait for its WAL flush (fsync=off")
+        );
+        assert!(html(&unflushed).contains("<strong>Warning:</strong> Postgres does not wait"));
+        assert!(!html(&flushed).contains("Warning"));
     }
 
     #[test]
