@@ -120,10 +120,30 @@ impl Backends {
     /// Provisions backends the first way that works (see the module docs), on a cluster of
     /// this process's own when `COUPON_REDIS_CLUSTER=local`.
     pub async fn provision() -> Result<Self, ProvisionError> {
-        let backends = Self::provision_standalone().await?;
+        Self::provision_ways(Durability::Fixture)
+            .await?
+            .with_cluster_option()
+            .await
+    }
+
+    /// Provisions backends like [`Self::provision`], but a Postgres started here flushes its
+    /// commits (`fsync=on`). The test fixtures run Postgres with `fsync=off`, which is right
+    /// for tests and wrong for a measurement of a durable commit: `coupon-loadtest bench`
+    /// compares group-committed claims with single-row commits, and without the flush the
+    /// comparison loses what it is about. Services named by the environment are taken as
+    /// they are configured.
+    pub async fn provision_durable() -> Result<Self, ProvisionError> {
+        Self::provision_ways(Durability::Flushed)
+            .await?
+            .with_cluster_option()
+            .await
+    }
+
+    /// These backends, on a Redis Cluster of their own when `COUPON_REDIS_CLUSTER=local`.
+    async fn with_cluster_option(self) -> Result<Self, ProvisionError> {
         match std::env::var("COUPON_REDIS_CLUSTER").as_deref() {
-            Ok("local") => backends.on_local_cluster().await,
-            Ok("") | Err(_) => Ok(backends),
+            Ok("local") => self.on_local_cluster().await,
+            Ok("") | Err(_) => Ok(self),
             Ok(other) => Err(ProvisionError::Setup(format!(
                 "COUPON_REDIS_CLUSTER={other:?}: the only value is \"local\""
             ))),
@@ -147,20 +167,6 @@ impl Backends {
     /// that speak to one server).
     pub fn redis_url(&self) -> &str {
         self.redis.first_url()
-    }
-
-    /// Provisions backends like [`Self::provision`] (without the cluster option), but a
-    /// Postgres started here flushes its commits (`fsync=on`). The test fixtures run
-    /// Postgres with `fsync=off`, which is right for tests and wrong for a measurement of
-    /// a durable commit: `coupon-loadtest bench` compares group-committed claims with
-    /// single-row commits, and without the flush the comparison loses what it is about.
-    /// Services named by the environment are taken as they are configured.
-    pub async fn provision_durable() -> Result<Self, ProvisionError> {
-        Self::provision_ways(Durability::Flushed).await
-    }
-
-    async fn provision_standalone() -> Result<Self, ProvisionError> {
-        Self::provision_ways(Durability::Fixture).await
     }
 
     async fn provision_ways(durability: Durability) -> Result<Self, ProvisionError> {

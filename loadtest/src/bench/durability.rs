@@ -35,8 +35,8 @@ impl PostgresDurability {
         .context("reading fsync and synchronous_commit")?;
         let source = match backends.way {
             Way::Env => "COUPON_DATABASE_URL's Postgres, as it is configured",
-            Way::Containers => "a Postgres container the bench started with fsync on",
-            Way::Local => "a Postgres cluster the bench started (initdb) with fsync on",
+            Way::Containers => "a Postgres container the bench started, fsync on",
+            Way::Local => "a Postgres cluster the bench started with initdb, fsync on",
         };
         Ok(Self {
             fsync,
