@@ -4,7 +4,7 @@
 //! flush (`fsync=off`, as test fixtures run; or `synchronous_commit=off`) the anchor costs a
 //! fraction of what it costs on a Postgres as shipped, and the ratio stops measuring what
 //! the goal is about; measured on this project's machine: a `pgbench` INSERT ~50 µs of
-//! Postgres CPU without the flush, ~130 µs with it (README, "Speed").
+//! Postgres CPU without the flush, ~106–130 µs with it (README, "Speed").
 
 use anyhow::Context;
 use coupon_testkit::{Backends, Way};
@@ -68,10 +68,10 @@ impl PostgresDurability {
         (!self.flushes()).then(|| {
             format!(
                 "Postgres does not wait for its WAL flush ({}): pgbench's single-row commits \
-                 then cost no flush, the group commit saves nothing, and the sync ratios do \
-                 not measure what their goals are about. Point COUPON_DATABASE_URL at a \
-                 Postgres with fsync=on and synchronous_commit=on, or unset it and let the \
-                 bench start one.",
+                 then cost no flush, the group commit's one flush per batch saves nothing, and \
+                 the sync ratios do not measure what their goals are about. Point \
+                 COUPON_DATABASE_URL at a Postgres with fsync=on and synchronous_commit=on, or \
+                 unset it and let the bench start one.",
                 self.settings()
             )
         })
