@@ -7,9 +7,9 @@
 //! Postgres CPU without the flush, ~106–130 µs with it (README, "Speed").
 
 use anyhow::Context;
+use coupon_engine::store::postgres::durability_settings;
 use coupon_testkit::{Backends, Way};
 use serde::{Deserialize, Serialize};
-use sqlx::{Connection, PgConnection};
 
 /// The Postgres settings that decide whether a commit waits for its flush, and where that
 /// Postgres came from.
@@ -24,15 +24,14 @@ pub(crate) struct PostgresDurability {
 impl PostgresDurability {
     /// Asks the Postgres of `backends`.
     pub(crate) async fn read(backends: &Backends) -> anyhow::Result<Self> {
-        let mut conn = PgConnection::connect(&backends.database_url)
+        let pool = sqlx::PgPool::connect(&backends.database_url)
             .await
             .context("connecting to Postgres to read fsync and synchronous_commit")?;
-        let (fsync, synchronous_commit): (String, String) = sqlx::query_as(
-            "SELECT current_setting('fsync'), current_setting('synchronous_commit')",
-        )
-        .fetch_one(&mut conn)
-        .await
-        .context("reading fsync and synchronous_commit")?;
+        // The engine's own reading, the one its start-up warning is made from.
+        let (synchronous_commit, fsync) = durability_settings(&pool)
+            .await
+            .context("reading fsync and synchronous_commit")?;
+        pool.close().await;
         let source = match backends.way {
             Way::Env => "COUPON_DATABASE_URL's Postgres, as it is configured",
             Way::Containers => "a Postgres container the bench started, fsync on",
@@ -50,7 +49,7 @@ impl PostgresDurability {
         self.fsync == "on" && self.synchronous_commit != "off"
     }
 
-    /// `fsync=on, synchronous_commit=on`.
+    /// The two settings as the header and the pgbench rows show them.
     pub(crate) fn settings(&self) -> String {
         format!(
             "fsync={}, synchronous_commit={}",
