@@ -55,6 +55,8 @@ async fn serve(binary: &str, args: &[&str], env: &TestEnv) -> Server {
         .env("COUPON_ADMIN_TOKEN", ADMIN)
         .env("COUPON_USER_TOKEN_SECRET", "servers-test-secret")
         .env("COUPON_DB_POOL_SIZE", "8")
+        // The bench's setting: a server on one worker serves whole runs.
+        .env("COUPON_WORKER_THREADS", "1")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::null())

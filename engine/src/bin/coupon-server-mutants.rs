@@ -19,8 +19,7 @@ struct Cli {
     mutant: Variant,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     server::init_tracing();
     if cli.mutant != Variant::Correct {
@@ -29,5 +28,5 @@ async fn main() -> anyhow::Result<()> {
             "SERVING A DELIBERATELY BROKEN ENGINE: for testing harnesses only"
         );
     }
-    server::run(cli.server, cli.mutant).await
+    server::runtime(&cli.server)?.block_on(server::run(cli.server, cli.mutant))
 }

@@ -19,8 +19,7 @@ struct Cli {
     mutant: Option<String>,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Some(name) = cli.mutant {
         anyhow::bail!(
@@ -30,5 +29,5 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     server::init_tracing();
-    server::run(cli.server, Variant::Correct).await
+    server::runtime(&cli.server)?.block_on(server::run(cli.server, Variant::Correct))
 }

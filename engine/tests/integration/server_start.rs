@@ -1,14 +1,16 @@
-//! `coupon-server` refuses to start on empty secrets: several servers share them, and an
-//! empty admin token or user-token secret would silently weaken every one.
+//! `coupon-server` refuses bad settings before it connects: empty secrets (several servers
+//! share them, and an empty admin token or user-token secret would silently weaken every
+//! one), a worker count of zero, a mutant flag it does not serve.
 
 // A panic is how a test reports a wrong answer.
 #![allow(clippy::unwrap_used)]
 
 use std::process::Command;
 
-fn start_with(var: &str) -> (bool, String) {
+/// Starts `coupon-server` with `var` set to `value`: whether it succeeded, and its stderr.
+fn start_with(var: &str, value: &str) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_coupon-server"))
-        .env(var, "")
+        .env(var, value)
         // Never reached: the check comes before any connection.
         .env("COUPON_REDIS_URL", "redis://127.0.0.1:1/")
         .env("COUPON_DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
@@ -22,14 +24,14 @@ fn start_with(var: &str) -> (bool, String) {
 
 #[test]
 fn an_empty_admin_token_stops_the_start() {
-    let (ok, err) = start_with("COUPON_ADMIN_TOKEN");
+    let (ok, err) = start_with("COUPON_ADMIN_TOKEN", "");
     assert!(!ok);
     assert!(err.contains("COUPON_ADMIN_TOKEN"), "{err}");
 }
 
 #[test]
 fn an_empty_user_token_secret_stops_the_start() {
-    let (ok, err) = start_with("COUPON_USER_TOKEN_SECRET");
+    let (ok, err) = start_with("COUPON_USER_TOKEN_SECRET", "");
     assert!(!ok);
     assert!(err.contains("COUPON_USER_TOKEN_SECRET"), "{err}");
 }
@@ -52,6 +54,20 @@ fn coupon_server_refuses_the_mutant_flag() {
         .output()
         .unwrap();
     assert!(!String::from_utf8_lossy(&help.stdout).contains("--mutant"));
+}
+
+/// A worker count of zero is refused by name before anything starts; `--help` documents the
+/// flag with its variable.
+#[test]
+fn zero_worker_threads_are_refused() {
+    let (ok, err) = start_with("COUPON_WORKER_THREADS", "0");
+    assert!(!ok);
+    assert!(err.contains("--worker-threads"), "{err}");
+    let help = Command::new(env!("CARGO_BIN_EXE_coupon-server"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&help.stdout).contains("COUPON_WORKER_THREADS"));
 }
 
 /// `coupon-server-mutants`, which Cargo builds beside `coupon-server` whenever the `mutants`

@@ -22,6 +22,11 @@ pub(crate) struct BenchCli {
     /// Concurrent clients of the Redis and engine rows.
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub connections: usize,
+    /// Tokio worker threads of the engine's HTTP server. One by default: on a small machine
+    /// where the load generator, Redis and Postgres share the cores with the server, a
+    /// second worker mostly adds cross-thread wake-ups (README, "Speed").
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub server_threads: usize,
     /// Concurrent clients of the pgbench rows.
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub pg_clients: usize,
@@ -62,6 +67,10 @@ impl BenchCli {
         anyhow::ensure!(
             (1..=1000).contains(&self.connections),
             "--connections must be 1..=1000"
+        );
+        anyhow::ensure!(
+            (1..=64).contains(&self.server_threads),
+            "--server-threads must be 1..=64"
         );
         anyhow::ensure!(
             (1..=200).contains(&self.pg_clients),

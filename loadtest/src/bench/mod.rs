@@ -47,6 +47,13 @@ pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
     );
     let postgres = durability::PostgresDurability::read(&backends).await?;
     phase("bench", postgres.describe());
+    phase(
+        "bench",
+        format!(
+            "the engine's server runs on {} Tokio worker thread(s) (--server-threads)",
+            cli.server_threads
+        ),
+    );
     if let Some(w) = postgres.warning() {
         eprintln!("coupon-loadtest bench: warning: {w}");
     }
@@ -208,7 +215,7 @@ async fn engine_rows(
         format!("the engine ({mode}): in-process, then over HTTP"),
     );
     let run_for = Duration::from_secs(cli.seconds);
-    let t = target::Target::start(backends.clone(), persistence, 2)?;
+    let t = target::Target::start(backends.clone(), persistence, cli.server_threads)?;
     let c = cli.connections;
     let mut rows = Vec::new();
     for (key, what, expect, http) in engine_row_plan(persistence) {
@@ -296,6 +303,7 @@ fn finish(
         seconds: cli.seconds,
         rounds: cli.rounds,
         connections: cli.connections,
+        server_threads: Some(cli.server_threads),
         pg_clients: cli.pg_clients,
         machine: report::machine(),
         postgres: Some(postgres),

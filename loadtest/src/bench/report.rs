@@ -25,6 +25,9 @@ pub(crate) struct Document {
     #[serde(default = "one")]
     pub rounds: usize,
     pub connections: usize,
+    /// Tokio worker threads of the engine's server (absent in older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_threads: Option<usize>,
     pub pg_clients: usize,
     /// CPU count and model.
     pub machine: String,
@@ -87,6 +90,15 @@ pub(crate) fn machine() -> String {
         })
         .unwrap_or_else(|| "unknown cpu".into());
     format!("{cpus} cpus, {model}")
+}
+
+/// "server on N worker threads · ", or nothing for a report that did not record it.
+pub(crate) fn server_words(threads: Option<usize>) -> String {
+    match threads {
+        Some(1) => "server on 1 Tokio worker thread · ".to_owned(),
+        Some(n) => format!("server on {n} Tokio worker threads · "),
+        None => String::new(),
+    }
 }
 
 fn num(v: Option<f64>, digits: usize) -> String {
@@ -225,12 +237,13 @@ fn cpu_table(s: &mut String, rows: &[Row]) {
 
 fn markdown(d: &Document) -> String {
     let mut s = format!(
-        "# coupon-loadtest bench\n\n{} · {} s per row · {} · {} connections ({} for pgbench) · {}\n\n",
+        "# coupon-loadtest bench\n\n{} · {} s per row · {} · {} connections ({} for pgbench) · {}{}\n\n",
         d.started_at,
         d.seconds,
         rounds_words(d.rounds),
         d.connections,
         d.pg_clients,
+        server_words(d.server_threads),
         d.machine
     );
     if let Some(p) = &d.postgres {
@@ -272,12 +285,13 @@ fn html(d: &Document) -> String {
     let _ = write!(
         s,
         "<h1>coupon-loadtest bench</h1><p class=\"muted\">{} · {} s per row · {} · {} connections \
-         ({} for pgbench) · {}</p>",
+         ({} for pgbench) · {}{}</p>",
         esc(&d.started_at),
         d.seconds,
         rounds_words(d.rounds),
         d.connections,
         d.pg_clients,
+        server_words(d.server_threads),
         esc(&d.machine)
     );
     if let Some(p) = &d.postgres {
@@ -465,6 +479,7 @@ mod tests {
             seconds: 2,
             rounds: round_ratios.len(),
             connections: 50,
+            server_threads: None,
             pg_clients: 16,
             machine: String::new(),
             postgres: None,
@@ -491,6 +506,13 @@ mod tests {
         };
         let flushed = with("on");
         let md = markdown(&flushed);
+        assert!(!md.contains("worker thread"), "{md}");
+        let one_worker = Document {
+            server_threads: Some(1),
+            ..flushed.clone()
+        };
+        assert!(markdown(&one_worker).contains("server on 1 Tokio worker thread · "));
+        assert!(html(&one_worker).contains("server on 1 Tokio worker thread · "));
         assert!(
             md.contains(
                 "Postgres: fsync=on, synchronous_commit=on (a Postgres cluster the bench started)"
