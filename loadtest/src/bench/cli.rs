@@ -15,7 +15,7 @@ pub(crate) struct BenchCli {
     /// Seconds each row is measured for.
     #[arg(long, value_name = "SECS", default_value_t = 5)]
     pub seconds: u64,
-    /// Times the whole sequence of rows is measured, anchors and engine alternating; the
+    /// Times the whole sequence of rows is measured (anchors, engine, anchors again); the
     /// report leads with each ratio's median over the rounds and shows its spread.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub rounds: usize,

@@ -3,6 +3,7 @@
 //! concurrency; the point is the ratios between rows, which travel between machines.
 
 mod anchors;
+mod bracket;
 mod cli;
 mod cpu;
 mod durability;
@@ -50,8 +51,8 @@ pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
     phase(
         "bench",
         format!(
-            "the engine's server runs on {} Tokio worker thread(s) (--server-threads)",
-            cli.server_threads
+            "the engine's {} (--server-threads)",
+            report::server_threads(cli.server_threads)
         ),
     );
     if let Some(w) = postgres.warning() {
@@ -65,12 +66,21 @@ pub(crate) async fn run(cli: BenchCli) -> anyhow::Result<u8> {
             phase("bench", format!("round {round} of {}", cli.rounds));
         }
         let scratch = dir.join("scratch").join(format!("round-{round}"));
-        let mut rows = anchor_rows(&cli, &backends, &postgres, &scratch).await?;
+        let anchors_before = anchor_rows(&cli, &backends, &postgres, &scratch).await?;
+        let mut measured = Vec::new();
         for persistence in [Persistence::Sync, Persistence::Async] {
             let (engine_rows, h) = engine_rows(&cli, &backends, persistence, &scratch).await?;
-            rows.extend(engine_rows);
+            measured.extend(engine_rows);
             batches = add_batches(batches, h);
         }
+        phase(
+            "bench",
+            "the anchors again, after the engine rows (each anchor: the geometric mean of its \
+             two passes)",
+        );
+        let anchors_after = anchor_rows(&cli, &backends, &postgres, &scratch).await?;
+        let mut rows = bracket::bracket(anchors_before, &anchors_after);
+        rows.extend(measured);
         rounds.push(rows);
     }
     let _ = std::fs::remove_dir_all(dir.join("scratch"));

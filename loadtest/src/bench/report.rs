@@ -94,10 +94,14 @@ pub(crate) fn machine() -> String {
 
 /// "server on N worker threads · ", or nothing for a report that did not record it.
 pub(crate) fn server_words(threads: Option<usize>) -> String {
-    match threads {
-        Some(1) => "server on 1 Tokio worker thread · ".to_owned(),
-        Some(n) => format!("server on {n} Tokio worker threads · "),
-        None => String::new(),
+    threads.map_or_else(String::new, |n| format!("{} · ", server_threads(n)))
+}
+
+/// "server on N Tokio worker thread(s)": the header's words, also the console's.
+pub(crate) fn server_threads(n: usize) -> String {
+    match n {
+        1 => "server on 1 Tokio worker thread".to_owned(),
+        n => format!("server on {n} Tokio worker threads"),
     }
 }
 
@@ -180,8 +184,9 @@ fn spread_table(s: &mut String, d: &Document) {
     }
     let _ = writeln!(
         s,
-        "\nOver {} rounds (each measured every row once, anchors first; the values above are \
-         medians: of each row, and of each ratio over the rounds):\n\n\
+        "\nOver {} rounds (each measured its anchors, the engine rows, then its anchors \
+         again; the values above are medians: of each row, and of each ratio over the \
+         rounds):\n\n\
          | ratio | min | median | max | goal | rounds at goal | per round |\n\
          |---|---:|---:|---:|---:|---:|---|",
         d.rounds
@@ -341,7 +346,8 @@ fn spread_html(d: &Document) -> String {
         return String::new();
     }
     let mut s = format!(
-        "<p class=\"muted\">Bars: the median over {} rounds (each measured every row once).</p>\
+        "<p class=\"muted\">Bars: the median over {} rounds (each measured every row once, \
+         its anchors before and after the engine rows).</p>\
          <table><tr><th>ratio</th><th>min</th><th>median</th><th>max</th><th>goal</th>\
          <th>rounds at goal</th><th>per round</th></tr>",
         d.rounds

@@ -1,5 +1,6 @@
 //! `--rounds N`: the whole sequence of rows measured N times in one run, anchors and engine
-//! alternating, so a ratio's numerator and denominator are always minutes apart at most.
+//! alternating, so a ratio's numerator and denominator are always minutes apart at most
+//! (and each round measures its anchors on both sides of its engine rows: `bracket`).
 //! On a shared machine whose speed drifts by up to 2× between hours, one pass can land the
 //! anchor in a slow phase and the engine in a fast one (or the other way); the median of the
 //! rounds' ratios, with its spread beside it, is the figure a reader can rely on.
