@@ -6,8 +6,8 @@
 
 use super::{cpu::PerOp, measure::Row};
 
-/// One row per anchor of `before`: both passes combined where both were measured, the one
-/// pass that was otherwise (never a made-up figure).
+/// One row per anchor of `before`: both passes combined where both measured it, else the
+/// pass that did (never a made-up figure).
 pub(crate) fn bracket(before: Vec<Row>, after: &[Row]) -> Vec<Row> {
     before
         .into_iter()
