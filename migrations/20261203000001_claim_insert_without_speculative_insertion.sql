@@ -5,13 +5,18 @@
 -- (template_id, claim_request_id) index before the heap insert, which the insert into that
 -- index then repeats, and a second WAL record per row to confirm the tuple. A conflict is
 -- rare (a retry racing its original, a batch retried after a commit that went through
--- unseen), so the batch now inserts plainly inside a block that catches unique_violation:
--- the block's subtransaction takes every row of the batch back, and the batch is decided
--- under the counter lock exactly as when a row was skipped before
--- (coupon_decide_claims_locked). A request id being inserted by a batch elsewhere still
--- makes this one wait for that batch's end, then conflict (it committed) or go on (it
--- aborted), as ON CONFLICT did; rows are still inserted in request-id order, so two such
--- batches never wait on each other in a cycle. The verdicts are unchanged.
+-- unseen), so the batch now inserts plainly inside a block that catches unique_violation,
+-- whose subtransaction takes every row of the batch back; the batch is then decided by the
+-- previous function, renamed coupon_decide_claims_on_conflict, exactly as before.
+--
+-- Why the previous function and not straight to coupon_decide_claims_locked: the plain
+-- insert stops at the first conflict. A batch whose first request id (in request-id order)
+-- is already stored would go to the counter lock before it met a later request id that
+-- another server's batch is inserting; it would then wait for that batch under the lock
+-- while that batch waits for the lock, and Postgres aborts one of them as a deadlock
+-- (test: arbiter::a_batch_with_a_stored_request_id_waits_for_one_in_flight_before_the_counter,
+-- which failed so before this fallback). ON CONFLICT waits for every request id in flight
+-- before the lock is taken, as it always did. The verdicts are unchanged.
 --
 -- Measured by `pgbench` of the function alone (20 claims a call, one client,
 -- synchronous_commit off so that only CPU is counted, three alternating pairs of 8,000
@@ -23,7 +28,11 @@
 -- before and 1.08, 1.04, 1.05 ms after; Postgres CPU per async claim 17, 21, 21 µs
 -- before and 14, 14, 14 after.
 
-CREATE OR REPLACE FUNCTION coupon_decide_claims(
+ALTER FUNCTION coupon_decide_claims(uuid, boolean, bigint, uuid[], text[], text[], bigint[],
+                                    timestamptz[], timestamptz[], timestamptz[])
+    RENAME TO coupon_decide_claims_on_conflict;
+
+CREATE FUNCTION coupon_decide_claims(
     p_template uuid,
     p_enforce  boolean,
     p_limit    bigint,
@@ -55,8 +64,9 @@ BEGIN
                AS t(id, uid, rid, at, vfrom, vuntil)
          ORDER BY t.rid;
     EXCEPTION WHEN unique_violation THEN
-        -- A request id (or coupon id) is already stored: none of the batch's rows are.
-        RETURN QUERY SELECT * FROM coupon_decide_claims_locked(
+        -- A request id (or coupon id) is stored or being stored: none of the batch's rows
+        -- are now. The previous function waits for any in flight before the counter lock.
+        RETURN QUERY SELECT * FROM coupon_decide_claims_on_conflict(
             p_template, p_enforce, p_limit, p_ids, p_users, p_rids, p_epochs, p_at, p_from,
             p_until);
         RETURN;

@@ -340,3 +340,81 @@ async fn a_batch_for_a_user_at_the_limit_waits_then_refuses() -> anyhow::Result<
 async fn a_batch_for_the_last_coupon_waits_then_refuses() -> anyhow::Result<()> {
     a_batch_waits_for_the_one_holding_the_counter(1, Verdict::StockEmpty).await
 }
+
+/// A retry racing its original on another server, in a batch that also holds a request id
+/// already stored. Every batch inserts its rows before it takes the counter row, so this one
+/// must wait for the batch that is inserting the racing request id before it takes the
+/// counter: if it took the counter first, the two would wait on each other (Postgres aborts
+/// one of them as a deadlock after `deadlock_timeout`). The stored request id is first in
+/// request-id order, so the batch meets it before the racing one.
+#[tokio::test]
+async fn a_batch_with_a_stored_request_id_waits_for_one_in_flight_before_the_counter()
+-> anyhow::Result<()> {
+    let env = TestEnv::new().await?;
+    let pg = sqlx::PgPool::connect(&env.database_url).await?;
+    let (template, epoch) = crate::sale(&env, &pg, "in flight", 100, 5).await?;
+    let intent = |rid: &str, user: &str| PendingIntent {
+        template_id: template.id,
+        coupon_id: Uuid::new_v4(),
+        request_id: RequestId::parse(rid).expect("valid"),
+        user_id: UserId::parse(user).expect("valid"),
+        epoch,
+        claimed_at_ms: 1_700_000_000_000,
+    };
+    let stored = intent("a-stored", "first");
+    let verdicts = arbiter::decide_batch(
+        &pg,
+        &template,
+        std::slice::from_ref(&stored),
+        Arbitration::Enforced,
+    )
+    .await?;
+    assert_eq!(verdicts, [Verdict::Stored]);
+    // The other server's batch: its row inserted, the counter row not yet taken.
+    let racing = intent("z-racing", "second");
+    let mut elsewhere = pg.begin().await?;
+    sqlx::query(
+        "INSERT INTO user_coupon (id, template_id, user_id, status, claim_request_id, \
+         claimed_at, valid_from, valid_until) \
+         VALUES ($1, $2, $3, 'issued', $4, now(), now(), now() + interval '1 day')",
+    )
+    .bind(racing.coupon_id)
+    .bind(template.id)
+    .bind(racing.user_id.as_str())
+    .bind(racing.request_id.as_str())
+    .execute(&mut *elsewhere)
+    .await?;
+    let batch = {
+        let (pg, template) = (pg.clone(), template.clone());
+        let intents = [intent("a-stored", "first"), intent("z-racing", "second")];
+        tokio::spawn(async move {
+            arbiter::decide_batch(&pg, &template, &intents, Arbitration::Enforced).await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !batch.is_finished(),
+        "the batch did not wait for the request id being inserted elsewhere"
+    );
+    // The other batch takes the counter row, as every batch does before it commits.
+    sqlx::query("UPDATE template_stock SET counted = counted + 1 WHERE template_id = $1")
+        .bind(template.id)
+        .execute(&mut *elsewhere)
+        .await?;
+    elsewhere.commit().await?;
+    assert_eq!(
+        batch.await??,
+        [
+            Verdict::Duplicate {
+                coupon_id: stored.coupon_id,
+                user_id: "first".into(),
+            },
+            Verdict::Duplicate {
+                coupon_id: racing.coupon_id,
+                user_id: "second".into(),
+            },
+        ]
+    );
+    pg.close().await;
+    Ok(())
+}
