@@ -279,6 +279,23 @@ async fn overlapping_batches_never_exceed_the_stock() -> anyhow::Result<()> {
     overlapping_batches(150, 5, 1_000).await
 }
 
+/// A new claim intent of `template` at `epoch`, with a coupon id of its own.
+fn new_intent(
+    template: &coupon_engine::Template,
+    epoch: i64,
+    rid: &str,
+    user: &str,
+) -> PendingIntent {
+    PendingIntent {
+        template_id: template.id,
+        coupon_id: Uuid::new_v4(),
+        request_id: RequestId::parse(rid).expect("valid"),
+        user_id: UserId::parse(user).expect("valid"),
+        epoch,
+        claimed_at_ms: 1_700_000_000_000,
+    }
+}
+
 /// The race the overlap opens, made to happen: a batch has inserted its row and holds the
 /// counter row (its transaction still open) when another batch for the same user, or for
 /// the last coupon, starts on another connection. The second must wait for the first and
@@ -291,14 +308,7 @@ async fn a_batch_waits_for_the_one_holding_the_counter(
     let pg = sqlx::PgPool::connect(&env.database_url).await?;
     let (template, epoch) = crate::sale(&env, &pg, "held counter", stock, 1).await?;
     // The same user when the stock is ample, another one when it is the last coupon.
-    let intent = |rid: &str, user: &str| PendingIntent {
-        template_id: template.id,
-        coupon_id: Uuid::new_v4(),
-        request_id: RequestId::parse(rid).expect("valid"),
-        user_id: UserId::parse(user).expect("valid"),
-        epoch,
-        claimed_at_ms: 1_700_000_000_000,
-    };
+    let intent = |rid: &str, user: &str| new_intent(&template, epoch, rid, user);
     let second_user = if stock == 1 { "other" } else { "same" };
     let mut first = pg.begin().await?;
     let verdicts = arbiter::decide_batch_on(
@@ -353,14 +363,7 @@ async fn a_batch_with_a_stored_request_id_waits_for_one_in_flight_before_the_cou
     let env = TestEnv::new().await?;
     let pg = sqlx::PgPool::connect(&env.database_url).await?;
     let (template, epoch) = crate::sale(&env, &pg, "in flight", 100, 5).await?;
-    let intent = |rid: &str, user: &str| PendingIntent {
-        template_id: template.id,
-        coupon_id: Uuid::new_v4(),
-        request_id: RequestId::parse(rid).expect("valid"),
-        user_id: UserId::parse(user).expect("valid"),
-        epoch,
-        claimed_at_ms: 1_700_000_000_000,
-    };
+    let intent = |rid: &str, user: &str| new_intent(&template, epoch, rid, user);
     let stored = intent("a-stored", "first");
     let verdicts = arbiter::decide_batch(
         &pg,
