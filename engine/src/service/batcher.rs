@@ -245,12 +245,7 @@ struct Committer {
 async fn work(mut rx: mpsc::Receiver<Job>, mut committer: Committer, limits: BatchLimits) {
     let mut batch = Vec::with_capacity(limits.max_batch);
     loop {
-        let queued = rx.try_recv().ok();
-        committer.conn.between_batches(queued.is_some());
-        let next = match queued {
-            Some(job) => Ok(Some(job)),
-            None => tokio::time::timeout(IDLE_STOP, rx.recv()).await,
-        };
+        let next = committer.conn.next_message(&mut rx, Some(IDLE_STOP)).await;
         let first = match next {
             Ok(Some(job)) => job,
             Ok(None) => return,

@@ -86,17 +86,11 @@ async fn run(
     // task starts.
     let mut conn: Option<BatchConnection> = None;
     loop {
-        let queued = rx.try_recv().ok();
-        if let Some(c) = &mut conn {
-            c.between_batches(queued.is_some());
-        }
-        let first = match queued {
-            Some(m) => m,
-            None => match rx.recv().await {
-                Some(m) => m,
-                None => break,
-            },
+        let next = match &mut conn {
+            Some(c) => c.next_message(&mut rx, None).await.unwrap_or(None),
+            None => rx.recv().await,
         };
+        let Some(first) = next else { break };
         stopping |= take(first, &mut batch, &mut waiters);
         let deadline = tokio::time::sleep(interval);
         tokio::pin!(deadline);

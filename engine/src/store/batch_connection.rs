@@ -6,13 +6,23 @@
 //! pool when the batcher runs out of work or the pool is exhausted, so a busy template
 //! cannot starve the rest of the engine.
 
+use std::time::Duration;
+
 use sqlx::{PgPool, Postgres, pool::PoolConnection};
+use tokio::{sync::mpsc, time::error::Elapsed};
 
 use super::{
     arbiter::{self, Arbitration, Verdict},
     redis::PendingIntent,
 };
 use crate::{domain::template::Template, error::EngineResult};
+
+/// How long a batcher whose queue ran dry keeps its connection. Between two batches the
+/// queue is often empty for a moment (the claims just answered are on their way back through
+/// HTTP and Redis); given back at once, the next batch met another backend of the pool,
+/// its caches cold: under the bench's sync load the batches ran on some ten backends in
+/// turn, and on one with this pause (README, "Speed").
+pub const LULL: Duration = Duration::from_millis(5);
 
 /// A pool connection kept from one batch to the next while work keeps coming.
 pub struct BatchConnection {
@@ -53,6 +63,28 @@ impl BatchConnection {
             && self.pool.size() >= self.pool.options().get_max_connections();
         if !more_waiting || exhausted {
             self.held = None;
+        }
+    }
+
+    /// The next message of `rx`, the connection kept while it comes within [`LULL`] (unless
+    /// the pool is exhausted) and given back after; then it waits up to `idle` (None: as long
+    /// as it takes). Err: nothing came within `idle`; Ok(None): `rx` is closed.
+    pub async fn next_message<T>(
+        &mut self,
+        rx: &mut mpsc::Receiver<T>,
+        idle: Option<Duration>,
+    ) -> Result<Option<T>, Elapsed> {
+        self.between_batches(true);
+        if let Ok(queued) = rx.try_recv() {
+            return Ok(Some(queued));
+        }
+        if let Ok(next) = tokio::time::timeout(LULL, rx.recv()).await {
+            return Ok(next);
+        }
+        self.between_batches(false);
+        match idle {
+            Some(idle) => tokio::time::timeout(idle, rx.recv()).await,
+            None => Ok(rx.recv().await),
         }
     }
 

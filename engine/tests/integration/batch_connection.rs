@@ -1,6 +1,6 @@
 //! When a batcher keeps its Postgres connection between batches and when it gives it back
-//! (`store/batch_connection.rs`): kept while work keeps coming, given back when the work
-//! stops, when the pool is exhausted and when a batch fails.
+//! (`store/batch_connection.rs`): kept while work keeps coming (through a short lull too),
+//! given back when the work stops, when the pool is exhausted and when a batch fails.
 
 // A panic is how a test reports a wrong answer.
 #![allow(clippy::unwrap_used)]
@@ -11,7 +11,7 @@ use coupon_engine::{
     NewTemplate, RefundPolicy, Template,
     store::{
         arbiter::{Arbitration, Verdict},
-        batch_connection::BatchConnection,
+        batch_connection::{BatchConnection, LULL},
         postgres,
         redis::PendingIntent,
     },
@@ -198,6 +198,62 @@ async fn a_failed_batch_gives_its_connection_back() -> anyhow::Result<()> {
     assert!(
         idle_soon(&pool, 1).await,
         "the connection is back in the pool"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_lull_shorter_than_the_pause_keeps_the_connection_and_a_longer_one_gives_it_back()
+-> anyhow::Result<()> {
+    let Sale {
+        template,
+        epoch,
+        pool,
+        mut conn,
+        _env,
+    } = first_batch(3).await?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+    let send_later = |after: Duration, n: u32| {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            tx.send(n).await.unwrap();
+        })
+    };
+    // On the test's one-thread runtime the sender runs only once `next_message` waits: the
+    // claim arrives during the lull, never before it.
+    send_later(Duration::ZERO, 2);
+    let next = conn.next_message(&mut rx, None).await?;
+    assert_eq!(next, Some(2), "the next batch's first claim");
+    assert!(
+        conn.holds_one(),
+        "work came within the lull: the connection was kept through it"
+    );
+    conn.decide(
+        &template,
+        &[intent(&template, epoch, 2)],
+        Arbitration::Enforced,
+    )
+    .await?;
+    assert_eq!(
+        backends_that_ran_a_batch(&pool).await?,
+        1,
+        "the batch after the lull ran on the first batch's backend"
+    );
+    send_later(LULL * 10, 3);
+    let next = conn.next_message(&mut rx, None).await?;
+    assert_eq!(next, Some(3));
+    assert!(
+        !conn.holds_one(),
+        "the queue stayed dry past the lull: the connection was given back"
+    );
+    let nothing = conn.next_message(&mut rx, Some(LULL)).await;
+    assert!(nothing.is_err(), "nothing came within the idle time");
+    drop(tx);
+    assert_eq!(
+        conn.next_message(&mut rx, None).await?,
+        None,
+        "every sender gone: the queue is closed"
     );
     Ok(())
 }
