@@ -92,6 +92,27 @@ async fn backends_that_ran_a_batch(pool: &PgPool) -> anyhow::Result<i64> {
     .await?)
 }
 
+/// Runs a second batch (request 2) on `conn` and checks it ran where the first one did.
+async fn second_batch_on_the_first_backend(
+    conn: &mut BatchConnection,
+    pool: &PgPool,
+    template: &Template,
+    epoch: i64,
+) -> anyhow::Result<()> {
+    conn.decide(
+        template,
+        &[intent(template, epoch, 2)],
+        Arbitration::Enforced,
+    )
+    .await?;
+    assert_eq!(
+        backends_that_ran_a_batch(pool).await?,
+        1,
+        "the second batch ran on the first batch's backend"
+    );
+    Ok(())
+}
+
 /// Whether `pool` has `n` idle connections within a second (the pool takes a connection
 /// back on a task of its own, after its drop).
 async fn idle_soon(pool: &PgPool, n: usize) -> bool {
@@ -128,17 +149,7 @@ async fn back_to_back_batches_keep_the_connection_until_the_work_stops() -> anyh
     // pause), and the second batch would then run on a backend of its own.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let other = pool.acquire().await?;
-    conn.decide(
-        &template,
-        &[intent(&template, epoch, 2)],
-        Arbitration::Enforced,
-    )
-    .await?;
-    assert_eq!(
-        backends_that_ran_a_batch(&pool).await?,
-        1,
-        "the second batch ran on the first batch's backend"
-    );
+    second_batch_on_the_first_backend(&mut conn, &pool, &template, epoch).await?;
     drop(other);
     conn.between_batches(false);
     assert!(!conn.holds_one(), "no work waits: given back");
@@ -229,17 +240,7 @@ async fn a_lull_shorter_than_the_pause_keeps_the_connection_and_a_longer_one_giv
         conn.holds_one(),
         "work came within the lull: the connection was kept through it"
     );
-    conn.decide(
-        &template,
-        &[intent(&template, epoch, 2)],
-        Arbitration::Enforced,
-    )
-    .await?;
-    assert_eq!(
-        backends_that_ran_a_batch(&pool).await?,
-        1,
-        "the batch after the lull ran on the first batch's backend"
-    );
+    second_batch_on_the_first_backend(&mut conn, &pool, &template, epoch).await?;
     send_later(LULL * 10, 3);
     let next = conn.next_message(&mut rx, None).await?;
     assert_eq!(next, Some(3));
