@@ -3,8 +3,8 @@
 //! Handed a connection per batch, a batcher meets the pool's idle backends in turn (the pool
 //! queues them first in, first out), and each batch then runs on a backend whose caches went
 //! cold since its last turn (side by side: README, "Speed"). The connection goes back to the
-//! pool when the batcher runs out of work or the pool is exhausted, so a busy template
-//! cannot starve the rest of the engine.
+//! pool when the batcher's work stops for longer than a short lull, or when the pool is
+//! exhausted, so a busy template cannot starve the rest of the engine.
 
 use std::time::Duration;
 
