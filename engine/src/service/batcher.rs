@@ -245,7 +245,7 @@ struct Committer {
 async fn work(mut rx: mpsc::Receiver<Job>, mut committer: Committer, limits: BatchLimits) {
     let mut batch = Vec::with_capacity(limits.max_batch);
     loop {
-        let next = committer.conn.next_message(&mut rx, Some(IDLE_STOP)).await;
+        let next = committer.conn.next_message_within(&mut rx, IDLE_STOP).await;
         let first = match next {
             Ok(Some(job)) => job,
             Ok(None) => return,

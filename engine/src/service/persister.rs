@@ -87,7 +87,7 @@ async fn run(
     let mut conn: Option<BatchConnection> = None;
     loop {
         let next = match &mut conn {
-            Some(c) => c.next_message(&mut rx, None).await.unwrap_or(None),
+            Some(c) => c.next_message(&mut rx).await,
             None => rx.recv().await,
         };
         let Some(first) = next else { break };

@@ -66,26 +66,40 @@ impl BatchConnection {
         }
     }
 
-    /// The next message of `rx`, the connection kept while it comes within [`LULL`] (unless
-    /// the pool is exhausted) and given back after; then it waits up to `idle` (None: as long
-    /// as it takes). Err: nothing came within `idle`; Ok(None): `rx` is closed.
-    pub async fn next_message<T>(
+    /// The next message of `rx` (None: `rx` is closed), however long it takes; the
+    /// connection is kept while it comes within [`LULL`] (unless the pool is exhausted) and
+    /// given back after.
+    pub async fn next_message<T>(&mut self, rx: &mut mpsc::Receiver<T>) -> Option<T> {
+        match self.within_lull(rx).await {
+            Some(next) => next,
+            None => rx.recv().await,
+        }
+    }
+
+    /// [`Self::next_message`], waiting at most `idle` past the lull. Err: nothing came.
+    pub async fn next_message_within<T>(
         &mut self,
         rx: &mut mpsc::Receiver<T>,
-        idle: Option<Duration>,
+        idle: Duration,
     ) -> Result<Option<T>, Elapsed> {
+        match self.within_lull(rx).await {
+            Some(next) => Ok(next),
+            None => tokio::time::timeout(idle, rx.recv()).await,
+        }
+    }
+
+    /// What `rx` answered within the lull, the connection kept; None: the lull passed and
+    /// the connection was given back.
+    async fn within_lull<T>(&mut self, rx: &mut mpsc::Receiver<T>) -> Option<Option<T>> {
         self.between_batches(true);
         if let Ok(queued) = rx.try_recv() {
-            return Ok(Some(queued));
+            return Some(Some(queued));
         }
         if let Ok(next) = tokio::time::timeout(LULL, rx.recv()).await {
-            return Ok(next);
+            return Some(next);
         }
         self.between_batches(false);
-        match idle {
-            Some(idle) => tokio::time::timeout(idle, rx.recv()).await,
-            None => Ok(rx.recv().await),
-        }
+        None
     }
 
     /// True while a connection is kept.

@@ -234,7 +234,7 @@ async fn a_lull_shorter_than_the_pause_keeps_the_connection_and_a_longer_one_giv
     // On the test's one-thread runtime the sender runs only once `next_message` waits: the
     // claim arrives during the lull, never before it.
     send_later(Duration::ZERO, 2);
-    let next = conn.next_message(&mut rx, None).await?;
+    let next = conn.next_message(&mut rx).await;
     assert_eq!(next, Some(2), "the next batch's first claim");
     assert!(
         conn.holds_one(),
@@ -242,17 +242,17 @@ async fn a_lull_shorter_than_the_pause_keeps_the_connection_and_a_longer_one_giv
     );
     second_batch_on_the_first_backend(&mut conn, &pool, &template, epoch).await?;
     send_later(LULL * 10, 3);
-    let next = conn.next_message(&mut rx, None).await?;
+    let next = conn.next_message(&mut rx).await;
     assert_eq!(next, Some(3));
     assert!(
         !conn.holds_one(),
         "the queue stayed dry past the lull: the connection was given back"
     );
-    let nothing = conn.next_message(&mut rx, Some(LULL)).await;
+    let nothing = conn.next_message_within(&mut rx, LULL).await;
     assert!(nothing.is_err(), "nothing came within the idle time");
     drop(tx);
     assert_eq!(
-        conn.next_message(&mut rx, None).await?,
+        conn.next_message(&mut rx).await,
         None,
         "every sender gone: the queue is closed"
     );
