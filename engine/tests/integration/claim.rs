@@ -361,6 +361,40 @@ async fn a_postgres_failure_after_the_deduct_is_rolled_forward_once() -> R {
 }
 
 #[tokio::test]
+async fn a_reconcile_pass_settles_every_live_template_once() -> R {
+    let env = TestEnv::new().await?;
+    let e = env.engine.clone();
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        ids.push(e.create_template(template(5, 1)).await?.id);
+    }
+    // One claim a template deducted in Redis and failed before Postgres: six pending intents
+    // that only the reconciler settles, over more templates than it reconciles at once.
+    e.failpoints()
+        .arm(Failpoint::ClaimAfterRedis, FailAction::Error(6));
+    for (i, t) in ids.iter().enumerate() {
+        let (user, request) = (uid(format!("u{i}")), rid(format!("r{i}")));
+        let err = e.claim(*t, &user, &request).await.unwrap_err();
+        assert!(err.outcome_unknown(), "{err}");
+    }
+    let report = e
+        .reconcile_with(ReconcileOptions {
+            min_pending_age: Duration::ZERO,
+        })
+        .await?;
+    assert_eq!(report.templates, 6, "{report:?}");
+    assert_eq!(report.pending_persisted, 6, "{report:?}");
+    assert_eq!(report.pending_dropped, 0, "{report:?}");
+    assert!(report.drift.is_empty(), "{report:?}");
+    for (i, t) in ids.iter().enumerate() {
+        assert_eq!(e.user_coupons(&uid(format!("u{i}"))).await?.len(), 1);
+        let audit = e.audit(*t).await?;
+        assert!(audit.ok() && audit.pending == 0, "{audit:?}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_retry_while_the_first_attempt_is_pending_persists_it() -> R {
     let env = TestEnv::new().await?;
     let e = env.engine.clone();
