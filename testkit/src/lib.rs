@@ -3,7 +3,7 @@
 //! Provisioning of Redis and Postgres for the engine's integration tests, the load test and
 //! the property tests (docs/ARCHITECTURE.md, "Provisioning"). A crate of its own, not a
 //! module of the engine: the engine's library never carries test-only dependencies
-//! (testcontainers, tempfile), and the engine dev-depends on it.
+//! (testcontainers, tempfile); its integration tests (`engine/tests/integration`) depend on it.
 //!
 //! Backends are provisioned in this order:
 //!

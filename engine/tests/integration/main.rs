@@ -15,7 +15,6 @@ mod postgres_crash;
 mod redeem_refund;
 mod redis_cluster;
 mod risky_settings;
-mod server_start;
 mod stale_redis;
 
 use coupon_engine::domain::ids::{RequestId, UserId};

@@ -21,7 +21,7 @@ use coupon_proptests::{
 fn data_dir() -> Option<PathBuf> {
     let dir = match std::env::var_os("COUPON_HISTORIES_DIR") {
         Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../../shared/data"),
     };
     let manifests = manifest::MANIFESTS.iter().all(|m| dir.join(m).is_file());
     if manifests {
