@@ -40,14 +40,8 @@ fn an_empty_user_token_secret_stops_the_start() {
 /// refused with a pointer to the binary that has it, before any connection.
 #[test]
 fn coupon_server_refuses_the_mutant_flag() {
-    let out = Command::new(env!("CARGO_BIN_EXE_coupon-server"))
-        .args(["--mutant", "d1"])
-        .env("COUPON_REDIS_URL", "redis://127.0.0.1:1/")
-        .env("COUPON_DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let (started, err) = with_mutant_flag(env!("CARGO_BIN_EXE_coupon-server").as_ref(), "d1");
+    assert!(!started);
     assert!(err.contains("coupon-server-mutants"), "{err}");
     let help = Command::new(env!("CARGO_BIN_EXE_coupon-server"))
         .arg("--help")
@@ -88,13 +82,22 @@ fn mutants_binary() -> std::path::PathBuf {
 /// The mutant server knows the names of `Variant` and refuses others before connecting.
 #[test]
 fn coupon_server_mutants_names_its_mutants() {
-    let out = Command::new(mutants_binary())
-        .args(["--mutant", "d99"])
+    let (started, err) = with_mutant_flag(&mutants_binary(), "d99");
+    assert!(!started);
+    assert!(err.contains("d1") && err.contains("d8"), "{err}");
+}
+
+/// Starts `server` with `--mutant NAME` and stores that refuse connections (the flag must be
+/// judged before any): whether it succeeded, and its stderr.
+fn with_mutant_flag(server: &std::path::Path, name: &str) -> (bool, String) {
+    let out = Command::new(server)
+        .args(["--mutant", name])
         .env("COUPON_REDIS_URL", "redis://127.0.0.1:1/")
         .env("COUPON_DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(err.contains("d1") && err.contains("d8"), "{err}");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
