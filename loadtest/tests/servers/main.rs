@@ -3,8 +3,9 @@
 //! N `coupon-server` processes and spreads the load over them; generators that only record
 //! (`--no-audit`) are audited together by `coupon-loadtest audit RUN_DIR…`.
 //!
-//! Needs the workspace's binaries (`cargo test --workspace` builds them): `coupon-server`
-//! and `coupon-server-mutants` next to `coupon-loadtest`.
+//! Needs the workspace's binaries: `coupon-server`, `coupon-server-mutants` and
+//! `coupon-loadtest`. `cargo test --workspace` builds them before it runs any test, because
+//! their packages have tests of their own binaries (`server_start`, `exit_codes`).
 
 // A panic is how a test reports a wrong answer.
 #![allow(clippy::unwrap_used)]
@@ -21,8 +22,10 @@ use serde_json::{Value, json};
 const ADMIN: &str = "servers-test-admin";
 
 fn bin(name: &str) -> PathBuf {
-    let loadtest = PathBuf::from(env!("CARGO_BIN_EXE_coupon-loadtest"));
-    let path = loadtest.parent().unwrap().join(name);
+    // This test is a package of its own, so Cargo defines no `CARGO_BIN_EXE_` for it: the
+    // workspace's binaries are beside the directory of test binaries (`target/<profile>/`).
+    let exe = std::env::current_exe().unwrap();
+    let path = exe.parent().and_then(Path::parent).unwrap().join(name);
     assert!(
         path.is_file(),
         "{} is missing: build the workspace's binaries (cargo build --workspace --bins)",
@@ -80,7 +83,7 @@ async fn serve(binary: &str, args: &[&str], env: &TestEnv) -> Server {
 
 /// Runs coupon-loadtest with `args`; its exit code.
 async fn loadtest<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> i32 {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_coupon-loadtest"))
+    let out = tokio::process::Command::new(bin("coupon-loadtest"))
         .args(args)
         .env("COUPON_ADMIN_TOKEN", ADMIN)
         .env("RUST_LOG", "warn,coupon_loadtest=info")
