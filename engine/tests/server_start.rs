@@ -9,9 +9,16 @@ use std::process::Command;
 
 /// Starts `coupon-server` with `var` set to `value`: whether it succeeded, and its stderr.
 fn start_with(var: &str, value: &str) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_coupon-server"))
-        .env(var, value)
-        // Never reached: the check comes before any connection.
+    let server = env!("CARGO_BIN_EXE_coupon-server").as_ref();
+    start(server, &[], &[(var, value)])
+}
+
+/// Starts `server` with `args`, `vars` and stores that refuse connections (every check here
+/// must come before any connection): whether it succeeded, and its stderr.
+fn start(server: &std::path::Path, args: &[&str], vars: &[(&str, &str)]) -> (bool, String) {
+    let out = Command::new(server)
+        .args(args)
+        .envs(vars.iter().copied())
         .env("COUPON_REDIS_URL", "redis://127.0.0.1:1/")
         .env("COUPON_DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
         .output()
@@ -87,17 +94,7 @@ fn coupon_server_mutants_names_its_mutants() {
     assert!(err.contains("d1") && err.contains("d8"), "{err}");
 }
 
-/// Starts `server` with `--mutant NAME` and stores that refuse connections (the flag must be
-/// judged before any): whether it succeeded, and its stderr.
+/// Starts `server` with `--mutant NAME`: whether it succeeded, and its stderr.
 fn with_mutant_flag(server: &std::path::Path, name: &str) -> (bool, String) {
-    let out = Command::new(server)
-        .args(["--mutant", name])
-        .env("COUPON_REDIS_URL", "redis://127.0.0.1:1/")
-        .env("COUPON_DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    start(server, &["--mutant", name], &[])
 }
