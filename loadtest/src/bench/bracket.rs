@@ -46,6 +46,8 @@ fn combine(before: Row, after: &Row) -> Row {
             client_us: (p.client_us + q.client_us) / 2.0,
             postgres_us: (p.postgres_us + q.postgres_us) / 2.0,
             redis_us: (p.redis_us + q.redis_us) / 2.0,
+            machine_busy_pct: mean(p.machine_busy_pct, q.machine_busy_pct),
+            steal_pct: mean(p.steal_pct, q.steal_pct),
         }),
         (p, q) => p.or(q),
     };
@@ -80,6 +82,8 @@ mod tests {
                 client_us: 10.0,
                 postgres_us: 100.0,
                 redis_us: 0.0,
+                machine_busy_pct: Some(80.0),
+                steal_pct: None,
             }),
         }
     }

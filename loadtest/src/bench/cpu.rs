@@ -5,7 +5,11 @@
 //! Throughput on a shared 2-core machine moves with whatever else runs; CPU per operation
 //! hardly does, and it says which part to make cheaper. It is a whole-machine reading:
 //! Postgres and Redis processes serving anything else during the row are counted too.
-//! Linux only; elsewhere the columns say "—".
+//!
+//! Beside it, how busy the whole machine was over the row (`/proc/stat`, all cores): a row
+//! well under 100% waited (on a flush, a lock, a round trip) rather than ran out of CPU, so
+//! cheaper parts would not make it faster; and the share the hypervisor took (steal), which
+//! says when a slow round was the host's doing. Linux only; elsewhere the columns say "—".
 
 use std::path::Path;
 
@@ -24,6 +28,18 @@ pub(crate) struct Snapshot {
     client: u64,
     postgres: u64,
     redis: u64,
+    machine: Option<MachineTicks>,
+}
+
+/// Cumulative ticks of all cores together, from `/proc/stat`'s `cpu` line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct MachineTicks {
+    /// user + nice + system + irq + softirq (guest time is inside user already).
+    busy: u64,
+    /// idle + iowait: nothing to run.
+    idle: u64,
+    /// Taken by the hypervisor for other guests while this one had work.
+    steal: u64,
 }
 
 /// CPU microseconds per operation of each part over one row.
@@ -33,6 +49,12 @@ pub(crate) struct PerOp {
     pub client_us: f64,
     pub postgres_us: f64,
     pub redis_us: f64,
+    /// Percent of all the machine's cores busy over the row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_busy_pct: Option<f64>,
+    /// Percent of all the machine's core time stolen by the hypervisor over the row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_pct: Option<f64>,
 }
 
 impl PerOp {
@@ -69,7 +91,26 @@ pub(crate) fn snapshot() -> Option<Snapshot> {
             _ => {}
         }
     }
+    s.machine = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|text| parse_machine(&text));
     Some(s)
+}
+
+fn parse_machine(text: &str) -> Option<MachineTicks> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map_while(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest, guest_nice: inside user, nice).
+    let at = |i: usize| f.get(i).copied();
+    Some(MachineTicks {
+        busy: at(0)? + at(1)? + at(2)? + at(5)? + at(6)?,
+        idle: at(3)? + at(4)?,
+        steal: at(7).unwrap_or(0),
+    })
 }
 
 impl Snapshot {
@@ -79,13 +120,31 @@ impl Snapshot {
             return None;
         }
         let us = |a: u64, b: u64| b.saturating_sub(a) as f64 / TICKS_PER_SEC * 1e6 / ops as f64;
+        let (machine_busy_pct, steal_pct) = match (self.machine, later.machine) {
+            (Some(a), Some(b)) => shares(a, b),
+            _ => (None, None),
+        };
         Some(PerOp {
             server_us: us(self.server, later.server),
             client_us: us(self.client, later.client),
             postgres_us: us(self.postgres, later.postgres),
             redis_us: us(self.redis, later.redis),
+            machine_busy_pct,
+            steal_pct,
         })
     }
+}
+
+/// Busy and stolen percent of all core time between two readings; None for no time.
+fn shares(a: MachineTicks, b: MachineTicks) -> (Option<f64>, Option<f64>) {
+    let busy = b.busy.saturating_sub(a.busy) as f64;
+    let idle = b.idle.saturating_sub(a.idle) as f64;
+    let steal = b.steal.saturating_sub(a.steal) as f64;
+    let all = busy + idle + steal;
+    if all == 0.0 {
+        return (None, None);
+    }
+    (Some(100.0 * busy / all), Some(100.0 * steal / all))
 }
 
 /// One `/proc/.../stat` line: the command name, its own CPU ticks (utime + stime) and
@@ -143,12 +202,22 @@ mod tests {
             client: 50,
             postgres: 10,
             redis: 0,
+            machine: Some(MachineTicks {
+                busy: 1_000,
+                idle: 500,
+                steal: 0,
+            }),
         };
         let b = Snapshot {
             server: 300,
             client: 150,
             postgres: 410,
             redis: 20,
+            machine: Some(MachineTicks {
+                busy: 1_700,
+                idle: 700,
+                steal: 100,
+            }),
         };
         let p = a.per_op(&b, 10_000).expect("ops > 0");
         assert_eq!(p.server_us, 200.0);
@@ -156,7 +225,35 @@ mod tests {
         assert_eq!(p.postgres_us, 400.0);
         assert_eq!(p.redis_us, 20.0);
         assert_eq!(p.total_us(), 720.0);
+        assert_eq!(p.machine_busy_pct, Some(70.0));
+        assert_eq!(p.steal_pct, Some(10.0));
         assert!(a.per_op(&b, 0).is_none());
+        let unread = Snapshot { machine: None, ..b };
+        assert_eq!(
+            a.per_op(&unread, 10).map(|p| p.machine_busy_pct),
+            Some(None)
+        );
+    }
+
+    #[test]
+    fn the_machine_line_of_proc_stat_parses() {
+        let text = "cpu  246558 10 40720 105232 3212 0 9071 835 0 0\n\
+                    cpu0 1 2 3 4 5 6 7 8 0 0\nintr 1 2 3\n";
+        assert_eq!(
+            parse_machine(text),
+            Some(MachineTicks {
+                busy: 246_558 + 10 + 40_720 + 9_071,
+                idle: 105_232 + 3_212,
+                steal: 835,
+            })
+        );
+        // Kernels before 2.6.11 have no steal column.
+        assert_eq!(
+            parse_machine("cpu 1 2 3 4 5 6 7\n").map(|m| m.steal),
+            Some(0)
+        );
+        assert_eq!(parse_machine("intr 1 2\n"), None);
+        assert_eq!(parse_machine("cpu 1 2\n"), None);
     }
 
     #[test]
@@ -170,5 +267,8 @@ mod tests {
         }
         let later = snapshot().expect("/proc on Linux");
         assert!(later.client > s.client, "client ticks did not grow");
+        let p = s.per_op(&later, 1).expect("one operation");
+        let busy = p.machine_busy_pct.expect("/proc/stat on Linux");
+        assert!(busy > 0.0 && busy <= 100.0, "machine busy {busy}%");
     }
 }

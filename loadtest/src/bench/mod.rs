@@ -376,8 +376,14 @@ fn print_row(row: Option<&Row>) {
                 f(r.p99_ms),
                 r.note,
                 r.cpu.map_or(String::new(), |c| format!(
-                    "; CPU µs/op: server {:.0}, client {:.0}, postgres {:.0}, redis {:.0}",
-                    c.server_us, c.client_us, c.postgres_us, c.redis_us
+                    "; CPU µs/op: server {:.0}, client {:.0}, postgres {:.0}, redis {:.0}; \
+                     machine busy {}, steal {}",
+                    c.server_us,
+                    c.client_us,
+                    c.postgres_us,
+                    c.redis_us,
+                    report::percent(c.machine_busy_pct),
+                    report::percent(c.steal_pct)
                 ))
             ),
         );

@@ -213,8 +213,14 @@ fn spread_cells(r: &Spread) -> [String; 6] {
     ]
 }
 
+/// A whole-percent figure, or "—" where it was not read.
+pub(crate) fn percent(v: Option<f64>) -> String {
+    v.map_or("—".to_owned(), |v| format!("{v:.0}%"))
+}
+
 /// Where each engine row's CPU went, per operation: the part to make cheaper is the
-/// largest column, whatever else the machine was doing.
+/// largest column, whatever else the machine was doing; and how busy the machine was (a
+/// row far under 100% waited rather than ran out of CPU).
 fn cpu_table(s: &mut String, rows: &[Row]) {
     let measured: Vec<_> = rows.iter().filter_map(|r| r.cpu.map(|c| (r, c))).collect();
     if measured.is_empty() {
@@ -223,19 +229,23 @@ fn cpu_table(s: &mut String, rows: &[Row]) {
     let _ = writeln!(
         s,
         "\nCPU per operation, µs (from /proc: the bench's server threads, its client threads, \
-         every postgres and redis-server process):\n\n\
-         | row | server | client | postgres | redis | total |\n|---|---:|---:|---:|---:|---:|"
+         every postgres and redis-server process; machine busy and steal: percent of all \
+         cores over the row, from /proc/stat):\n\n\
+         | row | server | client | postgres | redis | total | machine busy | steal |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|"
     );
     for (r, c) in measured {
         let _ = writeln!(
             s,
-            "| `{}` | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            "| `{}` | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} |",
             r.key,
             c.server_us,
             c.client_us,
             c.postgres_us,
             c.redis_us,
-            c.total_us()
+            c.total_us(),
+            percent(c.machine_busy_pct),
+            percent(c.steal_pct)
         );
     }
 }
@@ -369,20 +379,25 @@ fn cpu_html(rows: &[Row]) -> String {
     let mut s = String::from(
         "<h2>Where the CPU goes</h2><p class=\"muted\">CPU µs per operation, from /proc: the \
          bench's server threads, its client threads (or the tool it ran), every postgres and \
-         redis-server process.</p><table><tr><th>row</th><th>server</th><th>client</th>\
-         <th>postgres</th><th>redis</th><th>total</th></tr>",
+         redis-server process; machine busy and steal: percent of all cores over the row, \
+         from /proc/stat (a row far under 100% waited rather than ran out of CPU).</p>\
+         <table><tr><th>row</th><th>server</th><th>client</th><th>postgres</th><th>redis</th>\
+         <th>total</th><th>machine busy</th><th>steal</th></tr>",
     );
     for (r, c) in rows.iter().filter_map(|r| r.cpu.map(|c| (r, c))) {
         let _ = write!(
             s,
             "<tr><td><code>{}</code></td><td class=n>{:.0}</td><td class=n>{:.0}</td>\
-             <td class=n>{:.0}</td><td class=n>{:.0}</td><td class=n>{:.0}</td></tr>",
+             <td class=n>{:.0}</td><td class=n>{:.0}</td><td class=n>{:.0}</td>\
+             <td class=n>{}</td><td class=n>{}</td></tr>",
             esc(&r.key),
             c.server_us,
             c.client_us,
             c.postgres_us,
             c.redis_us,
-            c.total_us()
+            c.total_us(),
+            percent(c.machine_busy_pct),
+            percent(c.steal_pct)
         );
     }
     s.push_str("</table>");

@@ -109,6 +109,10 @@ pub(crate) fn median_rows(rounds: &[Vec<Row>]) -> Vec<Row> {
                         client_us,
                         postgres_us,
                         redis_us,
+                        machine_busy_pct: median(
+                            cpus.iter().filter_map(|c| c.machine_busy_pct).collect(),
+                        ),
+                        steal_pct: median(cpus.iter().filter_map(|c| c.steal_pct).collect()),
                     })
                 }
                 _ => None,
