@@ -50,11 +50,16 @@ fn coupon_server_refuses_the_mutant_flag() {
     let (started, err) = with_mutant_flag(env!("CARGO_BIN_EXE_coupon-server").as_ref(), "d1");
     assert!(!started);
     assert!(err.contains("coupon-server-mutants"), "{err}");
+    assert!(!server_help().contains("--mutant"));
+}
+
+/// What `coupon-server --help` prints.
+fn server_help() -> String {
     let help = Command::new(env!("CARGO_BIN_EXE_coupon-server"))
         .arg("--help")
         .output()
         .unwrap();
-    assert!(!String::from_utf8_lossy(&help.stdout).contains("--mutant"));
+    String::from_utf8_lossy(&help.stdout).into_owned()
 }
 
 /// A worker count of zero is refused by name before anything starts; `--help` documents the
@@ -64,11 +69,7 @@ fn zero_worker_threads_are_refused() {
     let (ok, err) = start_with("COUPON_WORKER_THREADS", "0");
     assert!(!ok);
     assert!(err.contains("--worker-threads"), "{err}");
-    let help = Command::new(env!("CARGO_BIN_EXE_coupon-server"))
-        .arg("--help")
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&help.stdout).contains("COUPON_WORKER_THREADS"));
+    assert!(server_help().contains("COUPON_WORKER_THREADS"));
 }
 
 /// `coupon-server-mutants`, which Cargo builds beside `coupon-server` whenever the `mutants`

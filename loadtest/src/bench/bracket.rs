@@ -90,11 +90,17 @@ mod tests {
 
     #[test]
     fn an_anchor_is_the_geometric_mean_of_its_two_passes() {
-        let rows = bracket(
-            vec![row("pgbench_insert", Some(4000.0), 2.0)],
-            &[row("pgbench_insert", Some(9000.0), 4.0)],
-        );
+        let mut after = row("pgbench_insert", Some(9000.0), 4.0);
+        after.cpu = after.cpu.map(|c| PerOp {
+            machine_busy_pct: Some(60.0),
+            steal_pct: Some(4.0),
+            ..c
+        });
+        let rows = bracket(vec![row("pgbench_insert", Some(4000.0), 2.0)], &[after]);
         assert_eq!(rows.len(), 1);
+        // The machine's load: the mean of the two passes, or the one pass that read it.
+        assert_eq!(rows[0].cpu.and_then(|c| c.machine_busy_pct), Some(70.0));
+        assert_eq!(rows[0].cpu.and_then(|c| c.steal_pct), Some(4.0));
         assert_eq!(rows[0].per_sec, Some(6000.0));
         assert_eq!(rows[0].p99_ms, Some(3.0));
         assert_eq!(rows[0].cpu.map(|c| c.postgres_us), Some(100.0));

@@ -319,4 +319,32 @@ mod tests {
         let one = median_rows(&rounds[..1]);
         assert_eq!(one[0].note, "n", "one round is reported as measured");
     }
+
+    #[test]
+    fn median_rows_take_the_median_machine_load_of_the_rounds_that_read_it() {
+        let with = |busy: Option<f64>| Row {
+            cpu: Some(PerOp {
+                server_us: 1.0,
+                client_us: 1.0,
+                postgres_us: 1.0,
+                redis_us: 1.0,
+                machine_busy_pct: busy,
+                steal_pct: busy.map(|_| 1.0),
+            }),
+            ..row("x", Some(10.0), 1.0)
+        };
+        let rounds = vec![
+            vec![with(Some(90.0))],
+            vec![with(None)],
+            vec![with(Some(70.0))],
+            vec![with(Some(72.0))],
+        ];
+        let cpu = median_rows(&rounds)[0]
+            .cpu
+            .expect("every round read the CPU");
+        assert_eq!(cpu.machine_busy_pct, Some(72.0));
+        assert_eq!(cpu.steal_pct, Some(1.0));
+        let unread = median_rows(&[vec![with(None)], vec![with(None)]]);
+        assert_eq!(unread[0].cpu.and_then(|c| c.machine_busy_pct), None);
+    }
 }
