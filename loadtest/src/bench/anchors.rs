@@ -259,7 +259,10 @@ pub(crate) fn pgbench(
     if !found("pgbench") {
         return Ok(Row::not_measured(key, what, "pgbench not found"));
     }
-    let dir = scratch.join(key);
+    // pgbench runs inside this directory, so the paths it is given must not be relative to
+    // ours: with the default `--report-dir reports` it could not open its own script.
+    let dir = std::path::absolute(scratch.join(key))
+        .context("resolving the pgbench scratch directory")?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let script = dir.join("script.sql");
     std::fs::write(&script, body).context("writing the pgbench script")?;

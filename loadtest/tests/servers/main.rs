@@ -271,3 +271,29 @@ async fn record_only_generators_are_audited_together() {
             .all(|i| i["passed"] == true)
     );
 }
+
+/// The bench as its help shows it, with a report directory relative to where it runs: every
+/// row, the `pgbench` anchors included (they run in a directory of their own), is measured.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bench_measures_every_row_under_a_relative_report_dir() {
+    let cwd = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(bin("coupon-loadtest"))
+        .args(["bench", "--seconds", "1", "--rounds", "1"])
+        .args(["--report-dir", "reports"])
+        .current_dir(cwd.path())
+        .env("RUST_LOG", "warn")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r = report(&cwd.path().join("reports"));
+    let rows = r["rows"].as_array().unwrap();
+    for key in ["pgbench_insert", "pgbench_hot_row", "http_sync_granted"] {
+        let row = rows.iter().find(|row| row["key"] == key).unwrap();
+        assert!(
+            row["per_sec"].as_f64().is_some_and(|v| v > 0.0),
+            "{key} not measured: {row}"
+        );
+    }
+}
