@@ -139,6 +139,7 @@ pub(crate) async fn redis_claim_script(
         p99_ms: Some(p99),
         note: format!("{clients} clients, {n} calls, no pipelining"),
         cpu: None,
+        group_commit: None,
     })
 }
 

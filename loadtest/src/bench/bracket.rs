@@ -85,6 +85,7 @@ mod tests {
                 machine_busy_pct: Some(80.0),
                 steal_pct: None,
             }),
+            group_commit: None,
         }
     }
 

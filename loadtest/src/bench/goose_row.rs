@@ -106,5 +106,6 @@ pub(crate) async fn flash_sale_sold_out(
         cpu: before
             .zip(after)
             .and_then(|(b, a)| b.per_op(&a, tally.requests as usize)),
+        group_commit: None,
     })
 }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::cpu;
+use super::{chain::ChainLoad, cpu};
 
 /// A row of the benchmark table.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -22,6 +22,9 @@ pub(crate) struct Row {
     /// CPU per operation of each part, where the row measured it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<cpu::PerOp>,
+    /// The group commit over the row (sync rows that granted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_commit: Option<ChainLoad>,
 }
 
 impl Row {
@@ -35,6 +38,7 @@ impl Row {
             p99_ms: None,
             note: format!("not measured: {}", why.into()),
             cpu: None,
+            group_commit: None,
         }
     }
 }
@@ -92,6 +96,7 @@ impl Samples {
             p99_ms: pct(0.99),
             note: format!("{note}{errors}"),
             cpu: None,
+            group_commit: None,
         }
     }
 }

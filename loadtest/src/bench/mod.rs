@@ -4,6 +4,7 @@
 
 mod anchors;
 mod bracket;
+mod chain;
 mod cli;
 mod cpu;
 mod durability;
@@ -31,6 +32,7 @@ pub(crate) use cli::BenchCli;
 
 use crate::progress::phase;
 use anchors::{Endpoints, PgShape};
+use chain::ChainLoad;
 use load::Expect;
 use measure::Row;
 
@@ -234,6 +236,7 @@ async fn engine_rows(
             Expect::Granted => t.granting,
         };
         let before = cpu::snapshot();
+        let chain_before = t.engine.batch_sizes();
         let samples = if http {
             load::over_http(&t.base_url, template, expect, key, c, run_for).await?
         } else {
@@ -243,8 +246,16 @@ async fn engine_rows(
         let note = format!("{c} clients, closed loop, {} calls", samples.len());
         let mut row = samples.into_row(key, what, run_for.as_secs_f64(), note);
         row.cpu = cpu_per_op(before, calls);
+        row.group_commit = ChainLoad::between(
+            &chain_before,
+            &t.engine.batch_sizes(),
+            run_for.as_secs_f64(),
+        );
+        print_row(Some(&row));
+        if let Some(load) = &row.group_commit {
+            phase("bench", load.describe());
+        }
         rows.push(row);
-        print_row(rows.last());
     }
     let mut batches = None;
     if persistence == Persistence::Sync {

@@ -162,6 +162,7 @@ mod tests {
             p99_ms: None,
             note: String::new(),
             cpu: None,
+            group_commit: None,
         }
     }
 

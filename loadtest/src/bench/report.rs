@@ -129,6 +129,7 @@ pub(crate) fn markdown_table(d: &Document) -> String {
         );
     }
     cpu_table(&mut s, &d.rows);
+    chain_table(&mut s, &d.rows);
     let _ = writeln!(
         s,
         "\n| ratio | value | goal | baseline |\n|---|---:|---:|---:|"
@@ -250,6 +251,34 @@ fn cpu_table(s: &mut String, rows: &[Row]) {
     }
 }
 
+const CHAIN_WORDS: &str = "the template's batches run one after another on its counter \
+     row: near 100% in a transaction, the row's claims waited for that chain (the rate is \
+     the claims a batch over the time a batch takes), whatever the cores were doing";
+
+/// The group commit over each sync row (see `chain.rs`).
+fn chain_table(s: &mut String, rows: &[Row]) {
+    let measured: Vec<_> = rows
+        .iter()
+        .filter_map(|r| r.group_commit.map(|c| (r, c)))
+        .collect();
+    if measured.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nGroup commit over each sync row ({CHAIN_WORDS}):\n\n\
+         | row | batches | claims a batch | ms a batch transaction | in a transaction |\n\
+         |---|---:|---:|---:|---:|"
+    );
+    for (r, c) in measured {
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {:.1} | {:.2} | {:.0}% |",
+            r.key, c.batches, c.claims_per_batch, c.batch_ms, c.in_transaction_pct
+        );
+    }
+}
+
 fn markdown(d: &Document) -> String {
     let mut s = format!(
         "# coupon-loadtest bench\n\n{} · {} s per row · {} · {} connections ({} for pgbench) · {}{}\n\n",
@@ -336,6 +365,7 @@ fn html(d: &Document) -> String {
     }
     s.push_str("</table>");
     s.push_str(&cpu_html(&d.rows));
+    s.push_str(&chain_html(&d.rows));
     for f in &d.failures {
         let _ = write!(s, "<p><b>Below the baseline bound:</b> {}</p>", esc(f));
     }
@@ -398,6 +428,37 @@ fn cpu_html(rows: &[Row]) -> String {
             c.total_us(),
             percent(c.machine_busy_pct),
             percent(c.steal_pct)
+        );
+    }
+    s.push_str("</table>");
+    s
+}
+
+/// The group-commit table (see `chain.rs`), for the sync rows.
+fn chain_html(rows: &[Row]) -> String {
+    let measured: Vec<_> = rows
+        .iter()
+        .filter_map(|r| r.group_commit.map(|c| (r, c)))
+        .collect();
+    if measured.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "<h2>Group commit over each sync row</h2><p class=\"muted\">{}.</p>\
+         <table><tr><th>row</th><th>batches</th><th>claims a batch</th>\
+         <th>ms a batch transaction</th><th>in a transaction</th></tr>",
+        esc(CHAIN_WORDS)
+    );
+    for (r, c) in measured {
+        let _ = write!(
+            s,
+            "<tr><td><code>{}</code></td><td class=n>{}</td><td class=n>{:.1}</td>\
+             <td class=n>{:.2}</td><td class=n>{:.0}%</td></tr>",
+            esc(&r.key),
+            c.batches,
+            c.claims_per_batch,
+            c.batch_ms,
+            c.in_transaction_pct
         );
     }
     s.push_str("</table>");
@@ -473,7 +534,7 @@ pub(crate) fn write(dir: &Path, d: &Document) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::rounds;
+    use crate::bench::{chain::ChainLoad, rounds};
 
     fn ratio(value: f64) -> Ratio {
         Ratio {
@@ -548,6 +609,50 @@ mod tests {
         );
         assert!(html(&unflushed).contains("<strong>Warning:</strong> Postgres does not wait"));
         assert!(!html(&flushed).contains("Warning"));
+    }
+
+    #[test]
+    fn sync_rows_show_their_group_commit_and_other_rows_none() {
+        let row = |key: &str, chain| Row {
+            key: key.into(),
+            what: "w".into(),
+            per_sec: Some(1.0),
+            p50_ms: None,
+            p99_ms: None,
+            note: String::new(),
+            cpu: None,
+            group_commit: chain,
+        };
+        let load = ChainLoad {
+            batches: 3_092,
+            claims_per_batch: 18.24,
+            batch_ms: 1.504,
+            in_transaction_pct: 93.2,
+        };
+        let d = Document {
+            rows: vec![
+                row("http_sync_granted", Some(load)),
+                row("http_sold_out", None),
+            ],
+            ..doc(&[vec![ratio(1.1)]])
+        };
+        let md = markdown(&d);
+        assert!(
+            md.contains("| `http_sync_granted` | 3092 | 18.2 | 1.50 | 93% |"),
+            "{md}"
+        );
+        let chain = md
+            .split("Group commit over each sync row")
+            .nth(1)
+            .and_then(|t| t.split("\n\n").nth(1))
+            .expect("a group-commit table");
+        assert!(!chain.contains("http_sold_out"), "{chain}");
+        assert!(
+            html(&d).contains("<td class=n>18.2</td><td class=n>1.50</td><td class=n>93%</td>")
+        );
+        let none = doc(&[vec![ratio(1.1)]]);
+        assert!(!markdown(&none).contains("Group commit over each sync row"));
+        assert!(!html(&none).contains("Group commit over each sync row"));
     }
 
     #[test]

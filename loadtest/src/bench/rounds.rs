@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{cpu::PerOp, measure::Row, ratios::Ratio};
+use super::{chain::ChainLoad, cpu::PerOp, measure::Row, ratios::Ratio};
 
 /// The median of `values` (the mean of the middle two for an even count); None when empty.
 pub(crate) fn median(mut values: Vec<f64>) -> Option<f64> {
@@ -135,6 +135,12 @@ pub(crate) fn median_rows(rounds: &[Vec<Row>]) -> Vec<Row> {
                     same.len()
                 ),
                 cpu,
+                group_commit: ChainLoad::median_of(
+                    &same
+                        .iter()
+                        .filter_map(|x| x.group_commit)
+                        .collect::<Vec<_>>(),
+                ),
                 ..r.clone()
             }
         })
@@ -224,6 +230,7 @@ mod tests {
             p99_ms: Some(p99),
             note: "n".into(),
             cpu: None,
+            group_commit: None,
         }
     }
 
@@ -346,5 +353,32 @@ mod tests {
         assert_eq!(cpu.steal_pct, Some(1.0));
         let unread = median_rows(&[vec![with(None)], vec![with(None)]]);
         assert_eq!(unread[0].cpu.and_then(|c| c.machine_busy_pct), None);
+    }
+
+    #[test]
+    fn median_rows_take_the_median_group_commit_of_the_rounds_that_had_one() {
+        let with = |ms: Option<f64>| Row {
+            group_commit: ms.map(|batch_ms| ChainLoad {
+                batches: 100,
+                claims_per_batch: 18.0,
+                batch_ms,
+                in_transaction_pct: 90.0,
+            }),
+            ..row("x", Some(10.0), 1.0)
+        };
+        let rounds = vec![
+            vec![with(Some(1.8))],
+            vec![with(None)],
+            vec![with(Some(1.2))],
+            vec![with(Some(1.5))],
+        ];
+        let load = median_rows(&rounds)[0]
+            .group_commit
+            .expect("three rounds had batches");
+        assert!((load.batch_ms - 1.5).abs() < 1e-9, "{load:?}");
+        assert_eq!(
+            median_rows(&[vec![with(None)], vec![with(None)]])[0].group_commit,
+            None
+        );
     }
 }
