@@ -22,7 +22,9 @@ pub(crate) struct ChainLoad {
     pub claims_per_batch: f64,
     /// Time per batch transaction (its WAL flush included), ms.
     pub batch_ms: f64,
-    /// Time spent in batch transactions over the row's length, percent.
+    /// Time spent in batch transactions over the row's nominal length, percent (the batch
+    /// of the last claims may end just after it, so a saturated chain can read a little
+    /// over 100).
     pub in_transaction_pct: f64,
 }
 

@@ -272,10 +272,11 @@ async fn record_only_generators_are_audited_together() {
     );
 }
 
-/// The bench as its help shows it, with a report directory relative to where it runs: every
-/// row, the `pgbench` anchors included (they run in a directory of their own), is measured.
+/// The bench as its help shows it, with a report directory relative to where it runs: the
+/// `pgbench` anchors (which run in a directory of their own) and the sync row they anchor
+/// are measured.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_bench_measures_every_row_under_a_relative_report_dir() {
+async fn the_bench_measures_its_pgbench_anchors_under_a_relative_report_dir() {
     let cwd = tempfile::tempdir().unwrap();
     let out = tokio::process::Command::new(bin("coupon-loadtest"))
         .args(["bench", "--seconds", "1", "--rounds", "1"])
