@@ -49,7 +49,7 @@ pub struct EngineConfig {
     pub batch_size: usize,
     /// Async mode: longest wait before a partial batch is written. The default (10 ms, up to
     /// 512 intents) is what an acknowledged claim may wait before Postgres has it; fewer,
-    /// larger batches cost less per claim than 5 ms and 256 did (README, "Speed").
+    /// larger batches cost less per claim than 5 ms and 256 did (docs/speed-log.md).
     pub batch_interval: Duration,
     /// A pending intent older than this is persisted by the reconciler.
     pub stale_pending_after: Duration,

@@ -2,7 +2,7 @@
 //!
 //! Handed a connection per batch, a batcher meets the pool's idle backends in turn (the pool
 //! queues them first in, first out), and each batch then runs on a backend whose caches went
-//! cold since its last turn (side by side: README, "Speed"). The connection goes back to the
+//! cold since its last turn (side by side: docs/speed-log.md). The connection goes back to the
 //! pool when the batcher's work stops for longer than a short lull, or when the pool is
 //! exhausted, so a busy template cannot starve the rest of the engine.
 
@@ -21,7 +21,7 @@ use crate::{domain::template::Template, error::EngineResult};
 /// queue is often empty for a moment (the claims just answered are on their way back through
 /// HTTP and Redis); given back at once, the next batch met another backend of the pool,
 /// its caches cold: under the bench's sync load the batches ran on some ten backends in
-/// turn, and on one with this pause (README, "Speed").
+/// turn, and on one with this pause (docs/speed-log.md).
 pub const LULL: Duration = Duration::from_millis(5);
 
 /// A pool connection kept from one batch to the next while work keeps coming.

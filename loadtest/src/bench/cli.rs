@@ -24,7 +24,7 @@ pub(crate) struct BenchCli {
     pub connections: usize,
     /// Tokio worker threads of the engine's HTTP server. One by default: on a small machine
     /// where the load generator, Redis and Postgres share the cores with the server, a
-    /// second worker mostly adds cross-thread wake-ups (README, "Speed").
+    /// second worker mostly adds cross-thread wake-ups (docs/speed-log.md).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub server_threads: usize,
     /// Concurrent clients of the pgbench rows.

@@ -91,7 +91,7 @@ pub struct ServerArgs {
     group_commit_wait_ms: u64,
     /// Tokio worker threads that serve requests (default: one per CPU). On a machine whose
     /// cores the server shares with Redis and Postgres, fewer workers than cores wake each
-    /// other less often, and that is CPU the stores get (README, "Speed").
+    /// other less often, and that is CPU the stores get (docs/speed-log.md).
     #[arg(long, env = "COUPON_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     worker_threads: Option<u16>,
 }
