@@ -4,7 +4,7 @@
 //! flush (`fsync=off`, as test fixtures run; or `synchronous_commit=off`) the anchor costs a
 //! fraction of what it costs on a Postgres as shipped, and the ratio stops measuring what
 //! the goal is about; measured on this project's machine: a `pgbench` INSERT ~50 µs of
-//! Postgres CPU without the flush, ~106–130 µs with it (docs/speed-log.md).
+//! Postgres CPU without the flush, ~106–130 µs with it (loadtest/README.md, "Bench").
 
 use anyhow::Context;
 use coupon_engine::store::postgres::durability_settings;
