@@ -13,7 +13,7 @@ Exit codes:
   1  FAIL: an invariant (I1-I7) was violated
   2  FAIL: a Goose --threshold failed or a metric regressed against --baseline
   3  setup or infrastructure error (bad option, backends unavailable, seeding, the target
-     never answered, reports could not be written)
+     never answered, reports could not be written, a --nemesis fault could not be injected)
 
 Examples:
   coupon-loadtest flash-sale

@@ -51,6 +51,9 @@ pub(crate) struct NemesisEvent {
     pub at_secs: f64,
     /// What was done.
     pub what: String,
+    /// The step could not be carried out (the run then fails: it did not test the fault).
+    #[serde(default)]
+    pub failed: bool,
 }
 
 /// What the nemesis acts on.
@@ -84,6 +87,7 @@ pub(crate) fn spawn(
             _ => vec![NemesisEvent {
                 at_secs: 0.0,
                 what: format!("{kind:?} cannot act on this kind of Redis; nothing done"),
+                failed: true,
             }],
         }
     })
@@ -104,9 +108,26 @@ impl Log {
     }
 
     fn note(&mut self, what: String) {
+        self.push(what, false);
+    }
+
+    /// A step that could not be carried out.
+    fn fail(&mut self, what: String) {
+        self.push(what, true);
+    }
+
+    fn push(&mut self, what: String, failed: bool) {
         let at_secs = self.start.elapsed().as_secs_f64();
-        tracing::info!(at_secs, %what, "nemesis");
-        self.events.push(NemesisEvent { at_secs, what });
+        if failed {
+            tracing::warn!(at_secs, %what, "nemesis step failed");
+        } else {
+            tracing::info!(at_secs, %what, "nemesis");
+        }
+        self.events.push(NemesisEvent {
+            at_secs,
+            what,
+            failed,
+        });
     }
 }
 
@@ -149,7 +170,7 @@ async fn master_kill(
             killed_at.elapsed().as_secs_f64()
         )),
         other => {
-            log.note(format!("master kill failed: {other:?}"));
+            log.fail(format!("master kill failed: {other:?}"));
             return log.events;
         }
     }
@@ -159,7 +180,7 @@ async fn master_kill(
     let c = cluster.clone();
     match tokio::task::spawn_blocking(move || c.blocking_lock().revive()).await {
         Ok(Ok(())) => log.note("the killed master restarted and rejoined as a replica".into()),
-        other => log.note(format!("restarting the killed master failed: {other:?}")),
+        other => log.fail(format!("restarting the killed master failed: {other:?}")),
     }
     log.events
 }
@@ -175,7 +196,7 @@ async fn stale_restart(
     let rdb = match tokio::task::spawn_blocking(move || r.blocking_lock().snapshot_rdb()).await {
         Ok(Ok(rdb)) => rdb,
         other => {
-            log.note(format!("snapshot failed: {other:?}"));
+            log.fail(format!("snapshot failed: {other:?}"));
             return log.events;
         }
     };
@@ -194,7 +215,7 @@ async fn stale_restart(
             or_unknown(stock_before),
             or_unknown(stock_after),
         )),
-        other => log.note(format!("restart failed: {other:?}")),
+        other => log.fail(format!("restart failed: {other:?}")),
     }
     log.events
 }

@@ -165,7 +165,9 @@ fn build_report(
     let invariants_ok = invariants.iter().all(|i| i.passed);
     let thresholds_ok = attack.thresholds.iter().all(|t| t.passed);
     let no_regression = comparison.as_ref().is_none_or(baseline::Comparison::passed);
-    let verdict = Verdict::decide(invariants_ok, thresholds_ok, no_regression);
+    let faults_injected = nemesis.iter().all(|e| !e.failed);
+    let verdict =
+        Verdict::decide(invariants_ok, thresholds_ok, no_regression).given_faults(faults_injected);
     let mut report = Report::assemble(
         heading,
         verdict,
@@ -174,6 +176,12 @@ fn build_report(
         fixture.templates.clone(),
         &fixture.bases,
     );
+    for e in nemesis.iter().filter(|e| e.failed) {
+        report.failures.push(format!(
+            "the fault did not happen as planned ({:.1} s): {}",
+            e.at_secs, e.what
+        ));
+    }
     for t in attack.thresholds.iter().filter(|t| !t.passed) {
         report.failures.push(format!(
             "threshold `{}` failed: observed {}",

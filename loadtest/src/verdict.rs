@@ -12,6 +12,9 @@ pub(crate) enum Verdict {
     InvariantViolated,
     /// A Goose threshold failed or a metric regressed against the baseline.
     ThresholdOrRegression,
+    /// A `--nemesis` step could not be carried out: the run did not test what it was asked
+    /// to, so it cannot pass.
+    FaultNotInjected,
 }
 
 /// Exit code of a setup or infrastructure error.
@@ -24,6 +27,7 @@ impl Verdict {
             Self::Pass => 0,
             Self::InvariantViolated => 1,
             Self::ThresholdOrRegression => 2,
+            Self::FaultNotInjected => EXIT_SETUP,
         }
     }
 
@@ -45,6 +49,16 @@ impl Verdict {
             Self::Pass
         }
     }
+
+    /// The verdict once the run's faults are known: a fault that did not happen fails the
+    /// run (exit 3) unless an invariant already did.
+    pub(crate) fn given_faults(self, all_injected: bool) -> Self {
+        if all_injected || self == Self::InvariantViolated {
+            self
+        } else {
+            Self::FaultNotInjected
+        }
+    }
 }
 
 #[cfg(test)]
@@ -57,5 +71,17 @@ mod tests {
         assert_eq!(Verdict::decide(true, false, true).exit_code(), 2);
         assert_eq!(Verdict::decide(true, true, false).exit_code(), 2);
         assert_eq!(Verdict::decide(true, true, true).exit_code(), 0);
+    }
+
+    #[test]
+    fn a_fault_that_did_not_happen_fails_the_run_unless_an_invariant_did() {
+        let pass = Verdict::decide(true, true, true);
+        assert_eq!(pass.given_faults(true), Verdict::Pass);
+        assert_eq!(pass.given_faults(false).exit_code(), EXIT_SETUP);
+        assert_eq!(pass.given_faults(false).label(), "FAIL");
+        let slow = Verdict::decide(true, false, true);
+        assert_eq!(slow.given_faults(false), Verdict::FaultNotInjected);
+        let violated = Verdict::decide(false, true, true);
+        assert_eq!(violated.given_faults(false), Verdict::InvariantViolated);
     }
 }

@@ -43,13 +43,17 @@ pub async fn run(target: &Target, mut schedule: Vec<TimedFault>) -> Vec<String> 
     let mut log = Vec::new();
     for f in schedule {
         tokio::time::sleep_until(start + Duration::from_millis(f.at_ms)).await;
-        let outcome = apply(target, &f.fault).await;
-        log.push(format!(
-            "{}ms {:?}: {}",
-            f.at_ms,
-            f.fault,
-            outcome.unwrap_or_else(|e| format!("error: {e}"))
-        ));
+        let outcome = match apply(target, &f.fault).await {
+            Ok(done) => {
+                tracing::info!(at_ms = f.at_ms, fault = ?f.fault, %done, "nemesis");
+                done
+            }
+            Err(e) => {
+                tracing::warn!(at_ms = f.at_ms, fault = ?f.fault, error = %e, "nemesis step failed");
+                format!("error: {e}")
+            }
+        };
+        log.push(format!("{}ms {:?}: {outcome}", f.at_ms, f.fault));
     }
     log
 }

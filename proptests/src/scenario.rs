@@ -243,6 +243,39 @@ fn evicted_key() -> impl Strategy<Value = EvictedKey> {
     ]
 }
 
+/// Claims only, on one template, by 3–`max_processes` processes of 6–`max_ops` claims each
+/// (claims slowed by a fault then last past a failover that takes tens of milliseconds):
+/// a sale with enough claims on both sides of a fault for a Redis that forgot some of them
+/// to admit past the stock or a user's limit. It draws on more users and request ids than
+/// [`scenarios`]: with four users and six request ids the first claims of the processes,
+/// all at once, spend every request id and put every user at a limit of one before any
+/// fault can strike, and a Redis that forgets what came after has nothing left to forget.
+pub fn claim_rush(max_processes: usize, max_ops: usize) -> impl Strategy<Value = Scenario> {
+    const RUSH_USERS: u32 = 8;
+    const RUSH_REQUESTS: u32 = 32;
+    let claim = (
+        (0..RUSH_USERS).prop_map(|u| format!("u{u}")),
+        (0..RUSH_REQUESTS).prop_map(|r| format!("r{r}")),
+    )
+        .prop_map(|(user, request_id)| Op::Claim {
+            template: 0,
+            user,
+            request_id,
+        });
+    (
+        template_spec(0),
+        prop::collection::vec(
+            prop::collection::vec(claim, 6..=max_ops.max(6)),
+            3..=max_processes.max(3),
+        ),
+    )
+        .prop_map(|(template, processes)| Scenario {
+            templates: vec![template],
+            processes,
+            faults: Vec::new(),
+        })
+}
+
 /// Scenarios of 2–`max_processes` processes of 1–`max_ops` operations, with up to
 /// `max_faults` faults.
 pub fn scenarios(

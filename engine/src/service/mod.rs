@@ -223,6 +223,22 @@ impl CouponEngine {
         self.inner.batcher.stats().snapshot()
     }
 
+    /// Counts and logs an acknowledged async claim whose intent Postgres did not store as
+    /// acknowledged (refused, fenced, or a duplicate holding another coupon), whichever task
+    /// decided it: the persister, or the reconciler after the persister missed it.
+    pub(crate) fn lost_async_ack(
+        &self,
+        template_id: TemplateId,
+        intent: &PendingIntent,
+        verdict: &Verdict,
+    ) {
+        // The price of async mode, counted and visible: the client was told "granted" (with
+        // this coupon id) before Postgres decided, and Postgres said otherwise.
+        self.inner.acks_refused.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(%template_id, request_id = %intent.request_id, ?verdict,
+            "acknowledged async claim refused by postgres: the acknowledgement is lost");
+    }
+
     /// Async mode: acknowledged claims that Postgres refused since start (each one a lost
     /// acknowledgement, reported by the harness as I6).
     pub fn acknowledged_claims_refused(&self) -> u64 {

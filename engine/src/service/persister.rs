@@ -3,11 +3,7 @@
 //! lost acknowledgement — the trade-off of this mode — and is counted, logged and exported.
 //! Intents it cannot write stay pending in Redis for the reconciler.
 
-use std::{
-    collections::HashMap,
-    sync::{Weak, atomic::Ordering},
-    time::Duration,
-};
+use std::{collections::HashMap, sync::Weak, time::Duration};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -163,17 +159,15 @@ impl CouponEngine {
             match verdict {
                 Verdict::Stored => done.push((&intent.request_id, intent.coupon_id)),
                 Verdict::Duplicate { .. } => {
+                    // The request id holds another coupon: the one acknowledged never exists.
+                    self.lost_async_ack(template_id, intent, verdict);
                     self.inner.redis.release_intent(intent).await?;
                 }
                 Verdict::StockEmpty
                 | Verdict::UserLimit
                 | Verdict::Fenced
                 | Verdict::EpochAhead => {
-                    // The price of async mode, counted and visible: the client was told
-                    // "granted" before Postgres decided, and Postgres said no.
-                    self.inner.acks_refused.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(%template_id, request_id = %intent.request_id, ?verdict,
-                        "acknowledged async claim refused by postgres: the acknowledgement is lost");
+                    self.lost_async_ack(template_id, intent, verdict);
                     done.push((&intent.request_id, intent.coupon_id));
                     refused_epoch = Some(intent.epoch);
                 }

@@ -6,19 +6,30 @@ use super::CouponEngine;
 use crate::store::postgres;
 
 impl CouponEngine {
-    /// Whether Redis may evict the counters, in words (None when it cannot, or when the
-    /// server does not let us read its policy). `noeviction` is safe; a `volatile-*` policy
-    /// evicts only keys with a TTL, which here are just the `req` records that the unique
-    /// constraint backs; `allkeys-*` may evict `claimed` or `epoch` at any time.
+    /// Whether Redis may evict the engine's keys, in words (None when it cannot, or when
+    /// the server does not let us read its policy). Only `noeviction` is safe. An
+    /// `allkeys-*` policy may evict `claimed` or `epoch` at any time. A `volatile-*` policy
+    /// evicts only keys with a TTL, which here are the `req` records of claims: nothing can
+    /// oversell then (Postgres decides), but a retry of a granted claim whose record was
+    /// evicted is answered by Redis's counters, `user_limit` or `stock_empty`, though the
+    /// coupon is stored, as after the record's TTL.
     pub async fn redis_eviction_risk(&self) -> Option<String> {
         let policy = self.inner.redis.maxmemory_policy().await.ok()?;
-        policy.starts_with("allkeys").then(|| {
-            format!(
+        if policy.starts_with("allkeys") {
+            Some(format!(
                 "Redis maxmemory-policy is {policy}: it may evict the engine's counters; Postgres \
                  still refuses any oversell, but evictions cost rebuilds and refused claims. \
-                 Use noeviction (or a volatile-* policy)"
-            )
-        })
+                 Use noeviction"
+            ))
+        } else if policy.starts_with("volatile") {
+            Some(format!(
+                "Redis maxmemory-policy is {policy}: it may evict the claims' idempotency \
+                 records; nothing can oversell, but a retry of a granted claim whose record \
+                 was evicted can be refused though its coupon is stored. Use noeviction"
+            ))
+        } else {
+            None
+        }
     }
 
     /// What Postgres's durability settings put at risk, in words (empty when nothing, or

@@ -403,6 +403,27 @@ impl RedisStore {
         Ok(reply.get(1).cloned().unwrap_or_default())
     }
 
+    /// The stock and the intents in flight of `template`, read together (one MULTI round
+    /// trip): what the reconciler needs each pass, without the per-user hash, which grows
+    /// with every user the template ever served.
+    pub async fn stock_and_pending(
+        &self,
+        template: TemplateId,
+    ) -> RedisResult<(Option<i64>, Vec<PendingIntent>)> {
+        let k = self.keys(template);
+        let (stock, pending): (Option<i64>, HashMap<String, String>) = self
+            .pipe_on(
+                &k.stock,
+                redis::pipe().atomic().get(&k.stock).hgetall(&k.pending),
+            )
+            .await?;
+        let pending = pending
+            .into_iter()
+            .filter_map(|(rid, v)| PendingIntent::decode(template, rid, &v))
+            .collect();
+        Ok((stock, pending))
+    }
+
     /// Everything Redis holds about `template` (one MULTI round trip).
     pub async fn snapshot(&self, template: TemplateId) -> RedisResult<RedisSnapshot> {
         let k = self.keys(template);

@@ -145,6 +145,15 @@ async fn batches_match_the_sequential_rule(arbitration: Arbitration) -> anyhow::
                 .fetch_one(&pg)
                 .await?;
         assert_eq!(counted, reference.counted, "seed {seed}: rows stored");
+        // Trusting Redis or not, the counter the audit checks is the rows' count up to the
+        // stock: a mutant that trusts Redis must be caught by what it stores (past the
+        // stock, an oversell), not by its counter (I2).
+        let counter: i64 =
+            sqlx::query_scalar("SELECT counted FROM template_stock WHERE template_id = $1")
+                .bind(template.id)
+                .fetch_one(&pg)
+                .await?;
+        assert_eq!(counter, counted.min(stock), "seed {seed}: counter and rows");
     }
     pg.close().await;
     Ok(())

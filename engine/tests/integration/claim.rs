@@ -325,6 +325,40 @@ async fn a_claim_fenced_by_a_rebuild_is_not_persisted() -> R {
     Ok(())
 }
 
+/// The reconciler's drift check reads the counter row and what is in flight, not every
+/// coupon: it must still see a Redis stock off by one either way, and count a claim in
+/// flight (admitted by Redis, not yet stored) on neither side.
+#[tokio::test]
+async fn the_reconciler_reports_a_redis_stock_that_disagrees_with_postgres() -> R {
+    let env = TestEnv::new().await?;
+    let e = env.engine.clone();
+    let t = e.create_template(template(5, 1)).await?;
+    e.claim(t.id, &uid("alice"), &rid("r1")).await?;
+    let now = ReconcileOptions {
+        min_pending_age: Duration::from_secs(3600),
+    };
+    // A claim Redis admitted whose row is not stored yet: in flight, not drift.
+    e.failpoints()
+        .arm(Failpoint::ClaimAfterRedis, FailAction::Error(1));
+    assert!(e.claim(t.id, &uid("bob"), &rid("r2")).await.is_err());
+    assert!(e.reconcile_with(now).await?.drift.is_empty());
+    let stock_key = e.redis().keys(t.id).stock;
+    for wrong in [4, 2] {
+        redis::cmd("SET")
+            .arg(&stock_key)
+            .arg(wrong)
+            .query_async::<()>(&mut e.redis().connection())
+            .await?;
+        let drift = e.reconcile_with(now).await?.drift;
+        assert_eq!(drift.len(), 1, "{drift:?}");
+        assert_eq!(
+            (drift[0].redis_stock, drift[0].expected_stock),
+            (Some(wrong), 3)
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_postgres_failure_after_the_deduct_is_rolled_forward_once() -> R {
     let env = TestEnv::new().await?;
@@ -438,6 +472,40 @@ async fn async_mode_drains_every_acknowledged_claim() -> R {
     assert!(acked.iter().all(|id| stored.iter().any(|c| c.id == *id)));
     let audit = e.audit(t.id).await?;
     assert!(audit.ok() && audit.pending == 0, "{audit:?}");
+    Ok(())
+}
+
+/// Async mode's price, visible: each claim acknowledged from Redis that Postgres then refuses
+/// is counted (`coupon_async_acks_refused_total`), one for each acknowledged coupon that never
+/// reaches Postgres.
+#[tokio::test]
+async fn acknowledged_async_claims_postgres_refuses_are_counted() -> R {
+    let env = TestEnv::with_config(EngineConfig {
+        persistence: Persistence::Async,
+        ..EngineConfig::default()
+    })
+    .await?;
+    let e = env.engine.clone();
+    let t = e.create_template(template(5, 1)).await?;
+    // Postgres's stock shrinks behind Redis's back, as if Redis had come back stale: Redis
+    // admits five, Postgres has room for three.
+    sqlx::query("UPDATE template_stock SET total_stock = 3 WHERE template_id = $1")
+        .bind(t.id)
+        .execute(e.pool())
+        .await?;
+    let mut acked = Vec::new();
+    for i in 0..5 {
+        let (user, request) = (uid(format!("u{i}")), rid(format!("r{i}")));
+        acked.push(e.claim(t.id, &user, &request).await?.coupon_id);
+    }
+    e.shutdown().await;
+    let stored = postgres::template_coupons(e.pool(), t.id).await?;
+    let lost = acked
+        .iter()
+        .filter(|id| !stored.iter().any(|c| c.id == **id))
+        .count();
+    assert_eq!((stored.len(), lost), (3, 2));
+    assert_eq!(e.acknowledged_claims_refused(), 2);
     Ok(())
 }
 

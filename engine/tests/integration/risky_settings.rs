@@ -1,11 +1,12 @@
-//! The start-up warning about Postgres settings that let a crash take back acknowledged sync
-//! claims: none on a server as configured by default, one naming `synchronous_commit` when
-//! the engine's sessions commit without waiting for the flush.
+//! The start-up warnings about store settings that weaken what the engine promises: Postgres
+//! settings that let a crash take back acknowledged sync claims (none on a server as
+//! configured by default, one naming `synchronous_commit` when the engine's sessions commit
+//! without waiting for the flush), and Redis eviction policies (every one but `noeviction`).
 
 use std::sync::Arc;
 
 use coupon_engine::EngineConfig;
-use coupon_testkit::{Backends, TestEnv, shared_backends};
+use coupon_testkit::{Backends, TestEnv, local::LocalRedis, shared_backends};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synchronous_commit_off_is_named_and_the_default_is_not() -> anyhow::Result<()> {
@@ -31,5 +32,47 @@ async fn synchronous_commit_off_is_named_and_the_default_is_not() -> anyhow::Res
     let risks = off.engine.postgres_durability_risks().await;
     assert_eq!(risks.len(), 1, "{risks:?}");
     assert!(risks[0].contains("synchronous_commit is off"), "{risks:?}");
+    Ok(())
+}
+
+/// Each policy is set on a `redis-server` of the test's own, never the shared one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_eviction_policy_but_noeviction_is_named() -> anyhow::Result<()> {
+    let redis = LocalRedis::start()?;
+    let shared = shared_backends().await?;
+    let backends = Arc::new(Backends::with_urls(
+        redis.url(),
+        shared.database_url.clone(),
+        None,
+    ));
+    let env = TestEnv::on(backends, EngineConfig::default()).await?;
+    let mut conn = env.engine.redis().connection();
+    for (policy, named) in [
+        ("noeviction", None),
+        ("volatile-lru", Some("idempotency records")),
+        ("volatile-ttl", Some("idempotency records")),
+        ("allkeys-lru", Some("counters")),
+        ("allkeys-random", Some("counters")),
+    ] {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory-policy")
+            .arg(policy)
+            .query_async::<()>(&mut conn)
+            .await?;
+        let risk = env.engine.redis_eviction_risk().await;
+        match named {
+            None => assert_eq!(risk, None, "{policy}"),
+            Some(what) => {
+                let risk = risk.unwrap_or_else(|| panic!("{policy} was not named"));
+                assert!(
+                    risk.contains(policy) && risk.contains(what),
+                    "{policy}: {risk}"
+                );
+                assert!(risk.contains("Use noeviction"), "{policy}: {risk}");
+            }
+        }
+    }
+    drop(env);
     Ok(())
 }

@@ -1,9 +1,11 @@
 //! `mutation-score`: runs the property tests against the correct engine and every defect
 //! mutant, prints the mutation table and writes `reports/mutation-score.md` and `.json`.
 //!
-//! Usage: `cargo run --release -p coupon-proptests --bin mutation-score [-- CASES]`
+//! Usage: `cargo build --release --workspace --bins && target/release/mutation-score [CASES]`
 //! (default 60 cases per variant; needs COUPON_REDIS_URL / COUPON_DATABASE_URL or another
-//! provisioning way). Exits 1 if a mutant survives or the correct engine fails.
+//! provisioning way). Built with the workspace, as CI builds it: a build of this package
+//! alone unifies other features and rebuilds half the dependencies. Exits 1 if a mutant
+//! survives or the correct engine fails.
 
 use std::path::PathBuf;
 
@@ -13,7 +15,7 @@ use coupon_proptests::mutation::{
 };
 
 /// Cases of the failover runs: each is a case on a Redis Cluster of its own, so fewer.
-const FAILOVER_CASES: u32 = 12;
+const FAILOVER_CASES: u32 = 20;
 
 fn main() -> anyhow::Result<()> {
     let cases: u32 = match std::env::args().nth(1) {

@@ -7,7 +7,7 @@
 
 use coupon_engine::Variant;
 use coupon_proptests::{
-    mutation::score_failover,
+    mutation::{caught_by_what_it_issued, score_failover},
     property::{PropertyConfig, check_with},
     run::RunConfig,
     scenario::failover_scenarios,
@@ -16,7 +16,7 @@ use coupon_proptests::{
 use super::{assert_passed, cases, report};
 
 /// Cases a failover mutant may survive before the test fails.
-const CASE_BOUND: u32 = 12;
+const CASE_BOUND: u32 = 20;
 /// Shrinking steps per kill: each is a case on a new cluster, so few.
 const SHRINK: u32 = 3;
 
@@ -50,8 +50,13 @@ fn a_lagging_promotion_kills_d8_and_the_correct_engine_survives_it() {
         "harness error: {:?}",
         d8.harness_error
     );
+    let caught_by = d8
+        .minimal
+        .as_ref()
+        .map(|m| m.invariants())
+        .unwrap_or_else(|| panic!("D8 survived {CASE_BOUND} lagging promotions"));
     assert!(
-        d8.minimal.is_some(),
-        "D8 survived {CASE_BOUND} lagging promotions"
+        caught_by_what_it_issued(&caught_by),
+        "D8 was caught by {caught_by:?}, not by what it issued (I1, I3)"
     );
 }

@@ -4,7 +4,7 @@
 //! `reports/mutation-score.md` is the full table (`mutation-score` binary).
 
 use coupon_engine::Variant;
-use coupon_proptests::mutation::{score, selected_variants};
+use coupon_proptests::mutation::{caught_by_what_it_issued, score, selected_variants};
 
 /// Generated cases a mutant may survive before the test fails.
 const CASE_BOUND: u32 = 40;
@@ -30,6 +30,11 @@ fn every_mutant_is_killed_and_the_correct_engine_survives() {
             ));
         } else if v != Variant::Correct && !row.killed {
             failures.push(format!("{} survived {CASE_BOUND} cases", row.variant));
+        } else if v == Variant::D8 && !caught_by_what_it_issued(&row.invariants) {
+            failures.push(format!(
+                "D8 was caught by {:?}, not by what it issued (I1, I3)",
+                row.invariants
+            ));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");

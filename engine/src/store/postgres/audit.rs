@@ -60,6 +60,27 @@ pub async fn audit_counter_and_rows(
     .await?)
 }
 
+/// What Postgres says Redis's stock must answer for, in one snapshot: the stock counter,
+/// the refunds to stock not yet applied to Redis, and which of `in_flight` (the coupon ids
+/// of Redis's pending intents) are already stored. Index reads only: its cost follows what
+/// is in flight, not the coupons the template has issued.
+pub async fn stock_ledger(
+    pg: &PgPool,
+    template: TemplateId,
+    in_flight: &[Uuid],
+) -> EngineResult<(Option<i64>, i64, Vec<Uuid>)> {
+    Ok(sqlx::query_as(
+        "SELECT (SELECT counted FROM template_stock WHERE template_id = $1), \
+                (SELECT count(*) FROM stock_outbox \
+                  WHERE template_id = $1 AND applied_at IS NULL), \
+                ARRAY(SELECT id FROM user_coupon WHERE id = ANY($2))",
+    )
+    .bind(template)
+    .bind(in_flight)
+    .fetch_one(pg)
+    .await?)
+}
+
 /// I4: a coupon whose status disagrees with its live use-log rows.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct UseLogMismatch {
