@@ -18,7 +18,7 @@ Exit codes:
 Examples:
   coupon-loadtest flash-sale
   coupon-loadtest lifecycle --duration 10 --baseline reports/baselines/lifecycle.json
-  coupon-loadtest flash-sale --duration 10 --mutant d1        # must exit 1 (I1)
+  coupon-loadtest flash-sale --duration 10 --mutant d1 --increase-rate 1000   # must exit 1 (I1)
   coupon-loadtest flash-sale --duration 10 --nemesis redis-stale-restart   # must pass
   coupon-loadtest flash-sale --duration 10 --nemesis redis-master-kill     # must pass (cluster)
   coupon-loadtest flash-sale --target http://127.0.0.1:8080 --admin-token $TOKEN
