@@ -21,7 +21,8 @@ pub(crate) enum Verdict {
 pub(crate) const EXIT_SETUP: u8 = 3;
 
 impl Verdict {
-    /// The process exit code: 0, 1 or 2 (3 is a setup error, see [`EXIT_SETUP`]).
+    /// The process exit code: 0, 1, 2, or 3 ([`EXIT_SETUP`], as a setup error) when a fault
+    /// could not be injected.
     pub(crate) fn exit_code(self) -> u8 {
         match self {
             Self::Pass => 0,

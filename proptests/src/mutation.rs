@@ -162,9 +162,10 @@ fn rolled_back_mid_run(
         .prop_map(move |(mut s, delay, strike_at, lag_ms)| {
             // Tight templates, so what a stale Redis admits again is over a bound: a limit
             // of one, and two coupons more than the processes. The first claims of all the
-            // processes arrive at once, often before the fault has its copy of Redis; what
-            // they leave is spent before the rollback and admitted again after it (I1), as
-            // a user Redis forgot is (I3).
+            // processes arrive at once, often before the fault has its copy of Redis; a user
+            // Redis forgot is admitted again (I3), and where the stock binds before the
+            // users do, what the first claims left is spent before the rollback and admitted
+            // again after it (I1).
             let stock = s.processes.len() as i64 + 2;
             for t in &mut s.templates {
                 t.stock = stock;
@@ -225,9 +226,11 @@ fn rebuild_race(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStrateg
         .boxed()
 }
 
-/// Whether a kill rests on what the engine issued: more coupons than the stock (I1) or a user
-/// over the limit (I3). Mutant D8 must die of these: its defect is trusting Redis's
-/// admissions, and a kill by anything else would not show the faults expose it.
+/// Whether a kill names I1 (no oversell) or I3 (per-user limit): mutant D8 must die of one
+/// of these, as its defect is letting Redis's admissions through; a kill by I2 alone was
+/// the counter it once neglected. By invariant, not by finding: I1 also flags a negative
+/// Redis stock and I3 a Redis per-user count that disagrees with Postgres, which a stale
+/// Redis shows too; the shrunk history (`reports/mutation-score.md`) says which it was.
 pub fn caught_by_what_it_issued(invariants: &[String]) -> bool {
     invariants.iter().any(|i| i == "I1" || i == "I3")
 }

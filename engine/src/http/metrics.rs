@@ -129,7 +129,7 @@ pub fn render_engine(out: &mut String, engine: &crate::CouponEngine) {
     let _ = writeln!(out, "coupon_claim_batch_size_count {}", h.count);
     let _ = writeln!(
         out,
-        "# HELP coupon_async_acks_refused_total Acknowledged async claims that Postgres refused (lost acknowledgements)."
+        "# HELP coupon_async_acks_refused_total Acknowledged async claims that Postgres refused or holds under another coupon (lost acknowledgements)."
     );
     let _ = writeln!(out, "# TYPE coupon_async_acks_refused_total counter");
     let _ = writeln!(

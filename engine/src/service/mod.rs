@@ -225,7 +225,10 @@ impl CouponEngine {
 
     /// Counts and logs an acknowledged async claim whose intent Postgres did not store as
     /// acknowledged (refused, fenced, or a duplicate holding another coupon), whichever task
-    /// decided it: the persister, or the reconciler after the persister missed it.
+    /// decided it: the persister, or the reconciler after the persister missed it. Called
+    /// once the intent has left Redis's `pending`, so one intent is counted once (unless a
+    /// persister batch still deciding it when the reconciler finds it stale, after
+    /// Postgres stalled for longer than that, counts it a second time).
     pub(crate) fn lost_async_ack(
         &self,
         template_id: TemplateId,

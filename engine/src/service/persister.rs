@@ -155,25 +155,32 @@ impl CouponEngine {
         let verdicts = conn.decide(&template, intents, arbitration).await?;
         let mut done = Vec::with_capacity(intents.len());
         let mut refused_epoch = None;
+        // Every verdict but Stored is an acknowledgement lost (a Duplicate: the request id
+        // holds another coupon, so the one acknowledged never exists). Counted once the
+        // intent has left Redis: if that fails, the intent stays pending and whoever decides
+        // it next counts it, once.
+        let mut lost = Vec::new();
         for (intent, verdict) in intents.iter().zip(&verdicts) {
             match verdict {
                 Verdict::Stored => done.push((&intent.request_id, intent.coupon_id)),
                 Verdict::Duplicate { .. } => {
-                    // The request id holds another coupon: the one acknowledged never exists.
-                    self.lost_async_ack(template_id, intent, verdict);
                     self.inner.redis.release_intent(intent).await?;
+                    lost.push((intent, verdict));
                 }
                 Verdict::StockEmpty
                 | Verdict::UserLimit
                 | Verdict::Fenced
                 | Verdict::EpochAhead => {
-                    self.lost_async_ack(template_id, intent, verdict);
                     done.push((&intent.request_id, intent.coupon_id));
+                    lost.push((intent, verdict));
                     refused_epoch = Some(intent.epoch);
                 }
             }
         }
         self.inner.redis.remove_pending(template_id, &done).await?;
+        for (intent, verdict) in lost {
+            self.lost_async_ack(template_id, intent, verdict);
+        }
         if let Some(epoch) = refused_epoch {
             self.resync(template_id, Trigger::Disagrees(epoch)).await?;
         }

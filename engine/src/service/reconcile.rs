@@ -119,12 +119,7 @@ impl CouponEngine {
             let verdicts = self.decide_intents(&template, &stale).await?;
             let mut done = Vec::new();
             let mut disagrees = None;
-            let acknowledged = self.inner.config.persistence == Persistence::Async;
             for (intent, verdict) in stale.iter().zip(&verdicts) {
-                if acknowledged && verdict != &Verdict::Stored {
-                    // An async intent was answered "granted" when Redis admitted it.
-                    self.lost_async_ack(template_id, intent, verdict);
-                }
                 match verdict {
                     Verdict::Stored => {
                         report.pending_persisted += 1;
@@ -147,6 +142,16 @@ impl CouponEngine {
                 }
             }
             self.inner.redis.remove_pending(template_id, &done).await?;
+            // An async intent was answered "granted" when Redis admitted it: each one not
+            // stored is an acknowledgement lost, counted once it has left Redis (as the
+            // persister counts).
+            if self.inner.config.persistence == Persistence::Async {
+                for (intent, verdict) in stale.iter().zip(&verdicts) {
+                    if verdict != &Verdict::Stored {
+                        self.lost_async_ack(template_id, intent, verdict);
+                    }
+                }
+            }
             if let Some(epoch) = disagrees {
                 // Redis admitted what Postgres refused (or holds an uncommitted epoch).
                 self.resync(template_id, Trigger::Disagrees(epoch)).await?;
@@ -163,8 +168,11 @@ impl CouponEngine {
     /// the intents still in flight and the refunds not yet applied. Unlike the full audit
     /// (`audit`, which counts every coupon of the template per user and scans its
     /// use-log), this reads the counter row and what is in flight, so a pass over a large
-    /// sale costs what changed since the last. Redis is read first: a claim stored after
-    /// that read is in the counter and among the stored intents, so it is not counted twice.
+    /// sale costs what changed since the last. Redis is read first, so an intent pending
+    /// then and stored before the Postgres read is counted once. The two reads are not one
+    /// snapshot: under load, a claim admitted between them, or a refund another server
+    /// applies, can show as a drift of one that the next pass no longer sees (the
+    /// audit, read the same way, can too); at quiescence the figure is exact.
     async fn drift(
         &self,
         template_id: TemplateId,

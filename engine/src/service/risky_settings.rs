@@ -9,10 +9,11 @@ impl CouponEngine {
     /// Whether Redis may evict the engine's keys, in words (None when it cannot, or when
     /// the server does not let us read its policy). Only `noeviction` is safe. An
     /// `allkeys-*` policy may evict `claimed` or `epoch` at any time. A `volatile-*` policy
-    /// evicts only keys with a TTL, which here are the `req` records of claims: nothing can
-    /// oversell then (Postgres decides), but a retry of a granted claim whose record was
-    /// evicted is answered by Redis's counters, `user_limit` or `stock_empty`, though the
-    /// coupon is stored, as after the record's TTL.
+    /// evicts only keys with a TTL, which here are the `req` records of claims and the
+    /// redeem locks: nothing can oversell then (Postgres decides), and a lost redeem lock
+    /// leaves the redeem's guarded `UPDATE` to refuse a second use, but a retry of a granted
+    /// claim whose record was evicted is answered by Redis's counters, `user_limit` or
+    /// `stock_empty`, though the coupon is stored, as after the record's TTL.
     pub async fn redis_eviction_risk(&self) -> Option<String> {
         let policy = self.inner.redis.maxmemory_policy().await.ok()?;
         if policy.starts_with("allkeys") {

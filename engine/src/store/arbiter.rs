@@ -95,41 +95,31 @@ pub async fn decide_batch_on(
 }
 
 /// The batch of the mutants that trust Redis (D1, D6, D6b, D8): whatever Redis admitted is
-/// stored, and the stock counter still moves by the rows stored, as the engine's does, up to
-/// the stock (the schema's check stops it there; past it the rows oversell, I1). The mutant
-/// then differs from the engine in the checks alone, so the harness must catch it by what
-/// it issues (an oversell, a user over the limit), not by a counter it neglects: a counter
-/// left behind failed I2 at the first claim, fault or no fault.
+/// stored, and the stock counter still follows the rows, as the engine's does, up to the
+/// stock (the schema's check stops it there; past it the rows oversell, I1). The mutant then
+/// differs from the engine in what it lets through, so the harness must catch it by what it
+/// issues, not by a counter it neglects: a counter left behind failed I2 at the first claim,
+/// fault or no fault. The counter is recounted, not bumped: the decision holds the counter
+/// row until this transaction ends, so the count sees every batch committed before it, and
+/// a batch that raced this one on the same request id adds nothing twice.
 async fn decide_trusting_redis(
     conn: &mut PgConnection,
     template: &Template,
     intents: &[PendingIntent],
 ) -> EngineResult<Vec<Verdict>> {
-    let ids: Vec<Uuid> = intents.iter().map(|i| i.coupon_id).collect();
     let mut tx = sqlx::Connection::begin(conn).await?;
-    let before = rows_with_ids(&mut tx, &ids).await?;
     let verdicts = decide_on(&mut tx, template, intents, Arbitration::TrustRedis).await?;
-    let stored = rows_with_ids(&mut tx, &ids).await? - before;
     sqlx::query(
-        "UPDATE template_stock SET counted = LEAST(total_stock, counted + $2) \
+        "UPDATE template_stock SET counted = LEAST(total_stock, \
+           (SELECT count(*) FROM user_coupon \
+             WHERE template_id = $1 AND status <> 'revoked')) \
          WHERE template_id = $1",
     )
     .bind(template.id)
-    .bind(stored)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
     Ok(verdicts)
-}
-
-/// How many of `ids` are stored coupons.
-async fn rows_with_ids(conn: &mut PgConnection, ids: &[Uuid]) -> EngineResult<i64> {
-    Ok(
-        sqlx::query_scalar("SELECT count(*) FROM user_coupon WHERE id = ANY($1)")
-            .bind(ids)
-            .fetch_one(conn)
-            .await?,
-    )
 }
 
 /// Mutant D9's batch: the same decision in a transaction that does not wait for its WAL

@@ -15,7 +15,7 @@ use coupon_proptests::mutation::{
 };
 
 /// Cases of the failover runs: each is a case on a Redis Cluster of its own, so fewer.
-const FAILOVER_CASES: u32 = 20;
+const FAILOVER_CASES: u32 = 30;
 
 fn main() -> anyhow::Result<()> {
     let cases: u32 = match std::env::args().nth(1) {

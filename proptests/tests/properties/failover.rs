@@ -17,7 +17,7 @@ use coupon_proptests::{
 use super::{assert_passed, cases, report};
 
 /// Cases a failover mutant may survive before the test fails.
-const CASE_BOUND: u32 = 20;
+const CASE_BOUND: u32 = 30;
 /// Shrinking steps per kill: each is a case on a new cluster, so few.
 const SHRINK: u32 = 3;
 
