@@ -228,7 +228,9 @@ impl CouponEngine {
     /// decided it: the persister, or the reconciler after the persister missed it. Called
     /// once the intent has left Redis's `pending`, so one intent is counted once (unless a
     /// persister batch still deciding it when the reconciler finds it stale, after
-    /// Postgres stalled for longer than that, counts it a second time).
+    /// Postgres stalled for longer than that, counts it a second time). The reconciler's
+    /// count may include a claim whose server stopped before answering it: Redis cannot
+    /// tell that one from an acknowledged one, and the count errs towards reporting.
     pub(crate) fn lost_async_ack(
         &self,
         template_id: TemplateId,

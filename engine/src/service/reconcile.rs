@@ -142,9 +142,11 @@ impl CouponEngine {
                 }
             }
             self.inner.redis.remove_pending(template_id, &done).await?;
-            // An async intent was answered "granted" when Redis admitted it: each one not
-            // stored is an acknowledgement lost, counted once it has left Redis (as the
-            // persister counts).
+            // An async claim is answered "granted" as soon as Redis admits it, so each stale
+            // intent not stored is counted as an acknowledgement lost, once it has left
+            // Redis (as the persister counts). Conservatively: an intent whose server
+            // stopped between Redis and its answer was never acknowledged, but nothing in
+            // Redis tells it apart, and a lost acknowledgement must not go uncounted.
             if self.inner.config.persistence == Persistence::Async {
                 for (intent, verdict) in stale.iter().zip(&verdicts) {
                     if verdict != &Verdict::Stored {

@@ -64,6 +64,14 @@ pub struct RedisSnapshot {
     pub pending: Vec<PendingIntent>,
 }
 
+/// The intents of a `pending` hash (request id → encoded intent); an entry that does not
+/// decode is left out.
+fn decode_pending(template: TemplateId, hash: HashMap<String, String>) -> Vec<PendingIntent> {
+    hash.into_iter()
+        .filter_map(|(rid, v)| PendingIntent::decode(template, rid, &v))
+        .collect()
+}
+
 /// Raw reply of the snapshot pipeline: stock, epoch, claimed hash, pending hash.
 type SnapshotReply = (
     Option<i64>,
@@ -417,11 +425,7 @@ impl RedisStore {
                 redis::pipe().atomic().get(&k.stock).hgetall(&k.pending),
             )
             .await?;
-        let pending = pending
-            .into_iter()
-            .filter_map(|(rid, v)| PendingIntent::decode(template, rid, &v))
-            .collect();
-        Ok((stock, pending))
+        Ok((stock, decode_pending(template, pending)))
     }
 
     /// Everything Redis holds about `template` (one MULTI round trip).
@@ -438,10 +442,7 @@ impl RedisStore {
                     .hgetall(&k.pending),
             )
             .await?;
-        let pending = pending
-            .into_iter()
-            .filter_map(|(rid, v)| PendingIntent::decode(template, rid, &v))
-            .collect();
+        let pending = decode_pending(template, pending);
         let mut claimed = claimed;
         claimed.remove(CLAIMED_BUILT);
         Ok(RedisSnapshot {
