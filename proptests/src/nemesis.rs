@@ -36,24 +36,35 @@ pub struct Target {
     pub database_url: String,
 }
 
-/// Applies the schedule in time order; returns a log of what was done.
-pub async fn run(target: &Target, mut schedule: Vec<TimedFault>) -> Vec<String> {
+/// What the nemesis did to a case.
+#[derive(Debug, Default)]
+pub struct NemesisLog {
+    /// Every step, in time order, with what it did or why it failed.
+    pub steps: Vec<String>,
+    /// The steps that failed: a case whose fault did not happen proves nothing about it.
+    pub failed: Vec<String>,
+}
+
+/// Applies the schedule in time order.
+pub async fn run(target: &Target, mut schedule: Vec<TimedFault>) -> NemesisLog {
     schedule.sort_by_key(|f| f.at_ms);
     let start = tokio::time::Instant::now();
-    let mut log = Vec::new();
+    let mut log = NemesisLog::default();
     for f in schedule {
         tokio::time::sleep_until(start + Duration::from_millis(f.at_ms)).await;
-        let outcome = match apply(target, &f.fault).await {
+        let step = match apply(target, &f.fault).await {
             Ok(done) => {
                 tracing::info!(at_ms = f.at_ms, fault = ?f.fault, %done, "nemesis");
-                done
+                format!("{}ms {:?}: {done}", f.at_ms, f.fault)
             }
             Err(e) => {
                 tracing::warn!(at_ms = f.at_ms, fault = ?f.fault, error = %e, "nemesis step failed");
-                format!("error: {e}")
+                let step = format!("{}ms {:?}: error: {e:#}", f.at_ms, f.fault);
+                log.failed.push(step.clone());
+                step
             }
         };
-        log.push(format!("{}ms {:?}: {outcome}", f.at_ms, f.fault));
+        log.steps.push(step);
     }
     log
 }
@@ -98,7 +109,7 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
         Fault::DropTemplateKeys { .. }
         | Fault::ScriptFlush
         | Fault::EvictKey { .. }
-        | Fault::AbortRebuild { .. } => redis_data(t, fault).await,
+        | Fault::AbortRebuild { .. } => redis_data_retried(t, fault).await,
         Fault::KillSlotMaster { .. } | Fault::LaggingTakeover { .. } => cluster(t, fault).await,
         Fault::TerminateBackends | Fault::CrashPostgres => postgres(t, fault).await,
     }
@@ -143,22 +154,74 @@ async fn redis_process(t: &Target, fault: &Fault) -> anyhow::Result<String> {
             r.lock().await.signal("CONT")?;
             format!("redis paused {ms}ms")
         }
-        Fault::StaleRdbRestart { lag_ms } => {
+        Fault::StaleRdbRestart {
+            lag_ms,
+            warm_scripts,
+        } => {
             let r = own_redis(t)?.clone();
             let rdb = blocking(&r, |r| r.snapshot_rdb()).await?;
             tokio::time::sleep(Duration::from_millis(*lag_ms)).await;
             blocking(&r, move |r| r.restart_from_rdb(&rdb)).await?;
-            format!("redis restarted from an RDB snapshot taken {lag_ms}ms earlier")
+            let scripts = warm_up(&r, *warm_scripts).await?;
+            format!("redis restarted from an RDB snapshot taken {lag_ms}ms earlier, {scripts}")
         }
-        Fault::AofLossRestart { lag_ms } => {
+        Fault::AofLossRestart {
+            lag_ms,
+            warm_scripts,
+        } => {
             let r = own_redis(t)?.clone();
             let aof = blocking(&r, |r| r.copy_aof()).await?;
             tokio::time::sleep(Duration::from_millis(*lag_ms)).await;
             blocking(&r, move |r| r.restart_from_aof(&aof)).await?;
-            format!("redis restarted from an AOF copied {lag_ms}ms earlier")
+            let scripts = warm_up(&r, *warm_scripts).await?;
+            format!("redis restarted from an AOF copied {lag_ms}ms earlier, {scripts}")
         }
         other => anyhow::bail!("not a redis process fault: {other:?}"),
     })
+}
+
+/// A restarted server holds no scripts, and the engine's first claim on it meets NOSCRIPT,
+/// which has the engine check it before it admits. A former master promoted again keeps its
+/// scripts and gives no such sign: `warm` plays that server, loading the engine's scripts
+/// from another client right after the restart (the engine retries 50 ms after the dropped
+/// connection, so this almost always comes first).
+async fn warm_up(r: &Arc<Mutex<LocalRedis>>, warm: bool) -> anyhow::Result<&'static str> {
+    if !warm {
+        return Ok("no scripts");
+    }
+    let url = r.lock().await.url();
+    load_engine_scripts(&url).await?;
+    Ok("its scripts loaded by another client")
+}
+
+/// Loads the engine's scripts into the server at `url`, from a client of the nemesis's own.
+async fn load_engine_scripts(url: &str) -> anyhow::Result<()> {
+    coupon_engine::store::redis::RedisStore::connect(url, "nemesis")
+        .await?
+        .load_scripts()
+        .await?;
+    Ok(())
+}
+
+/// The data faults go through the engine's connection, which the fault before may just
+/// have broken (a restart): as the engine's own commands do, they try again once it is back.
+/// Each is idempotent (a key deleted twice, scripts flushed twice).
+async fn redis_data_retried(t: &Target, fault: &Fault) -> anyhow::Result<String> {
+    let mut attempt = 0;
+    loop {
+        match redis_data(t, fault).await {
+            Err(e) if attempt < 3 && is_connection_error(&e) => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn is_connection_error(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<redis::RedisError>()
+        .is_some_and(|e| e.is_io_error() || e.is_connection_dropped() || e.is_timeout())
 }
 
 /// Redis keeps running but loses keys or scripts; or a rebuild dies after its Redis write.
@@ -226,17 +289,30 @@ async fn cluster(t: &Target, fault: &Fault) -> anyhow::Result<String> {
                 f.old_master, f.new_master
             )
         }
-        Fault::LaggingTakeover { template, lag_ms } => {
+        Fault::LaggingTakeover {
+            template,
+            lag_ms,
+            warm_scripts,
+        } => {
             let key = t.engine.redis().keys(template_id(t, *template)).stock;
             let c = own_cluster(t)?.clone();
             let replica = blocking(&c, move |c| c.cut_replication(&key)).await?;
+            if *warm_scripts {
+                load_engine_scripts(&format!("redis://127.0.0.1:{replica}/")).await?;
+            }
             tokio::time::sleep(Duration::from_millis(*lag_ms)).await;
             let f = blocking(&c, move |c| c.takeover(replica)).await?;
             blocking(&c, |c| c.restore_replication()).await?;
             format!(
                 "replication of :{} cut for {lag_ms}ms, then it took over from :{} \
-                 (CLUSTER FAILOVER TAKEOVER)",
-                f.new_master, f.old_master
+                 (CLUSTER FAILOVER TAKEOVER){}",
+                f.new_master,
+                f.old_master,
+                if *warm_scripts {
+                    ", holding the engine's scripts"
+                } else {
+                    ""
+                }
             )
         }
         other => anyhow::bail!("not a cluster fault: {other:?}"),

@@ -181,7 +181,7 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         postgres: stores.postgres.clone(),
         database_url: env.database_url.clone(),
     };
-    let (history, errors, log) = drive(scenario, &target, cfg.op_timeout).await?;
+    let (history, errors, nemesis) = drive(scenario, &target, cfg.op_timeout).await?;
     settle(&engine).await?;
     let final_state = final_state(&engine, &templates).await?;
     let mut audits = Vec::new();
@@ -199,12 +199,20 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
     })?;
     engine.shutdown().await;
     drop(env);
+    // A violation stands whatever the nemesis managed; a pass with a fault that never
+    // happened is no pass.
+    if findings.is_empty() && !nemesis.failed.is_empty() {
+        anyhow::bail!(
+            "the nemesis could not inject the case's faults: {}",
+            nemesis.failed.join("; ")
+        );
+    }
     Ok(CaseReport {
         scenario: scenario.clone(),
         variant: cfg.variant,
         history,
         final_state,
-        nemesis: log,
+        nemesis: nemesis.steps,
         errors,
         verdict,
         findings,
@@ -239,7 +247,7 @@ async fn drive(
     scenario: &Scenario,
     target: &Target,
     timeout: Duration,
-) -> anyhow::Result<(History, Vec<String>, Vec<String>)> {
+) -> anyhow::Result<(History, Vec<String>, nemesis::NemesisLog)> {
     let recorder = Recorder::new();
     let pids = Arc::new(ProcessIds::new());
     let coupons = Arc::new(Mutex::new(CouponMap::default()));

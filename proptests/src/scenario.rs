@@ -59,12 +59,18 @@ pub enum Fault {
     StaleRdbRestart {
         /// Writes after the snapshot that the restart loses.
         lag_ms: u64,
+        /// Whether the restarted server holds the engine's scripts, and so gives no NOSCRIPT.
+        #[serde(default)]
+        warm_scripts: bool,
     },
     /// Copy the AOF (`appendfsync everysec`) as it is on disk, let the case run on for
     /// `lag_ms`, then SIGKILL and restart from the copy: the loss of the last second.
     AofLossRestart {
         /// Writes after the copy that the restart loses.
         lag_ms: u64,
+        /// Whether the restarted server holds the engine's scripts, and so gives no NOSCRIPT.
+        #[serde(default)]
+        warm_scripts: bool,
     },
     /// Delete one key of a template, as `maxmemory` eviction would.
     EvictKey {
@@ -94,6 +100,10 @@ pub enum Fault {
         template: u32,
         /// Writes the promoted replica misses.
         lag_ms: u64,
+        /// Whether the replica holds the engine's scripts when promoted (a former master),
+        /// and so gives no NOSCRIPT.
+        #[serde(default)]
+        warm_scripts: bool,
     },
     /// On the case's own Postgres: an immediate shutdown (every process quits at once,
     /// nothing flushed, as after a kill -9 of the postmaster), then a restart through crash
@@ -228,8 +238,10 @@ fn fault(templates: u32) -> impl Strategy<Value = Fault> {
         1 => (1u32..=3).prop_map(|n| Fault::FailRedeemAfterUpdate { n }),
         1 => Just(Fault::KillRedis),
         1 => (50u64..=300).prop_map(|ms| Fault::PauseRedis { ms }),
-        2 => (5u64..=120).prop_map(|lag_ms| Fault::StaleRdbRestart { lag_ms }),
-        2 => (5u64..=120).prop_map(|lag_ms| Fault::AofLossRestart { lag_ms }),
+        2 => (5u64..=120, any::<bool>())
+            .prop_map(|(lag_ms, warm_scripts)| Fault::StaleRdbRestart { lag_ms, warm_scripts }),
+        2 => (5u64..=120, any::<bool>())
+            .prop_map(|(lag_ms, warm_scripts)| Fault::AofLossRestart { lag_ms, warm_scripts }),
         1 => (0..templates, evicted_key()).prop_map(|(template, key)| Fault::EvictKey { template, key }),
         1 => (0..templates).prop_map(|template| Fault::AbortRebuild { template }),
     ]
@@ -306,8 +318,13 @@ pub fn scenarios(
 pub fn failover(templates: u32) -> impl Strategy<Value = Fault> {
     prop_oneof![
         (0..templates).prop_map(|template| Fault::KillSlotMaster { template }),
-        (0..templates, 5u64..=120)
-            .prop_map(|(template, lag_ms)| Fault::LaggingTakeover { template, lag_ms }),
+        (0..templates, 5u64..=120, any::<bool>()).prop_map(|(template, lag_ms, warm_scripts)| {
+            Fault::LaggingTakeover {
+                template,
+                lag_ms,
+                warm_scripts,
+            }
+        }),
     ]
 }
 

@@ -111,6 +111,11 @@ impl CouponEngine {
                     self.resync(template_id, Trigger::Missing).await?;
                     continue;
                 }
+                ClaimScript::ScriptNotLoaded => {
+                    return Err(EngineError::Unavailable(
+                        "redis kept losing the claim script (restarting or failing over)".into(),
+                    ));
+                }
             };
             let receipt = ClaimReceipt {
                 coupon_id: grant.coupon_id,
@@ -147,9 +152,9 @@ impl CouponEngine {
         ))
     }
 
-    /// The claim script's decision. The first call after a Redis restart meets the dropped
-    /// connection; retrying is safe: if the script did run, its recorded outcome for this
-    /// request id answers the retry.
+    /// The claim script's decision, from a server whose identity was checked: a server new
+    /// to the engine answers NOSCRIPT, and is checked (and rebuilt if it changed) before the
+    /// script is loaded and run (`identity.rs`).
     async fn admit(
         &self,
         template_id: TemplateId,
@@ -183,14 +188,24 @@ impl CouponEngine {
                 ttl_secs,
             )
         };
-        Ok(match admit().await {
-            Err(e) if e.is_io_error() || e.is_connection_dropped() => {
-                self.note_redis_error(&e);
-                tokio::time::sleep(RECONNECT_PAUSE).await;
-                admit().await.inspect_err(|e| self.note_redis_error(e))?
+        for _ in 0..MAX_SETTLE_ATTEMPTS {
+            // The first call after a Redis restart meets the dropped connection; retrying is
+            // safe: if the script did run, its recorded outcome for this request id answers
+            // the retry, and if the server is a new one it answers NOSCRIPT.
+            let decision = match admit().await {
+                Err(e) if e.is_io_error() || e.is_connection_dropped() => {
+                    self.note_redis_error(&e);
+                    tokio::time::sleep(RECONNECT_PAUSE).await;
+                    admit().await.inspect_err(|e| self.note_redis_error(e))?
+                }
+                other => other.inspect_err(|e| self.note_redis_error(e))?,
+            };
+            if decision != ClaimScript::ScriptNotLoaded {
+                return Ok(decision);
             }
-            other => other.inspect_err(|e| self.note_redis_error(e))?,
-        })
+            Box::pin(self.check_new_server()).await?;
+        }
+        Ok(ClaimScript::ScriptNotLoaded)
     }
 
     /// Sync mode: has Postgres decide a grant Redis admitted (through the group commit).

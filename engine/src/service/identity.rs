@@ -5,8 +5,20 @@
 //! Each restart or promotion gives Redis a new `run_id`; the one every namespace was last
 //! rebuilt against is kept in Postgres, so any engine process (or a new one) that sees
 //! another rebuilds the live templates before trusting the counters again.
+//!
+//! When it is checked: before a new server admits anything, and every
+//! `identity_check_interval` besides. A restarted Redis or a promoted replica holds no
+//! scripts (Redis 7 neither persists nor replicates `SCRIPT LOAD`), so the claim script's
+//! NOSCRIPT is the sign, on the very claim that would have been admitted, that the server
+//! is new; the claim waits for the check and the rebuild, then loads the script. A server
+//! that kept its scripts across a change of role (a former master that resynced as a
+//! replica and is promoted again) gives no such sign: the periodic check finds it, and
+//! until then Postgres refuses whatever its stale counters admit wrongly.
 
-use std::{sync::Weak, time::Duration};
+use std::{
+    sync::{Weak, atomic::Ordering},
+    time::Duration,
+};
 
 use super::{CouponEngine, Inner, rebuild::Trigger};
 use crate::{error::EngineResult, store::postgres};
@@ -32,6 +44,28 @@ pub(super) fn spawn_watch(engine: Weak<Inner>, every: Duration) {
 }
 
 impl CouponEngine {
+    /// A server that answered NOSCRIPT to the claim script: checks its identity (rebuilding
+    /// every live template if it changed), then loads the engine's scripts, so that the
+    /// claim that saw it, and every other, is admitted only by a server already checked.
+    /// Claims that meet the same server at once wait for one check.
+    pub(super) async fn check_new_server(&self) -> EngineResult<()> {
+        let seen = self.inner.new_server_checks.load(Ordering::Acquire);
+        let _one_at_a_time = self.inner.new_server_gate.lock().await;
+        if self.inner.new_server_checks.load(Ordering::Acquire) != seen {
+            return Ok(());
+        }
+        // A first start or a flushed script cache is checked too: it costs one `INFO` and
+        // one Postgres read, and only a changed identity makes Redis suspect.
+        let changed = self.check_redis_identity().await?;
+        self.inner.redis.load_scripts().await?;
+        self.inner.new_server_checks.fetch_add(1, Ordering::Release);
+        tracing::info!(
+            changed,
+            "redis answered NOSCRIPT: identity checked before admitting"
+        );
+        Ok(())
+    }
+
     /// Compares Redis's `run_id` with the one recorded for this namespace and, if Redis
     /// changed, rebuilds every live template from Postgres before recording the new one.
     /// Returns true when a change was found.

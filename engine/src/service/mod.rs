@@ -75,6 +75,11 @@ struct Inner {
     acks_refused: AtomicU64,
     /// Until when (ms since the Unix epoch) Redis refusals are checked against Postgres.
     redis_suspect_until: AtomicU64,
+    /// One check at a time of a server that answered NOSCRIPT (`identity.rs`).
+    new_server_gate: Mutex<()>,
+    /// How many such checks have finished: a claim that waited for the gate while another
+    /// claim's check ran does not repeat it.
+    new_server_checks: AtomicU64,
 }
 
 impl std::fmt::Debug for Inner {
@@ -117,6 +122,8 @@ impl CouponEngine {
                 failpoints: Failpoints::default(),
                 acks_refused: AtomicU64::new(0),
                 redis_suspect_until: AtomicU64::new(0),
+                new_server_gate: Mutex::new(()),
+                new_server_checks: AtomicU64::new(0),
             }
         });
         if let Ok(mut slot) = inner.shutdown.try_lock() {

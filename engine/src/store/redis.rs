@@ -2,7 +2,7 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use redis::{FromRedisValue, Pipeline, RedisResult, Script, Value};
+use redis::{ErrorKind, FromRedisValue, Pipeline, RedisResult, Script, ServerErrorKind, Value};
 use uuid::Uuid;
 
 use crate::domain::ids::{RequestId, TemplateId, UserId};
@@ -26,7 +26,8 @@ pub const CLAIMED_BUILT: &str = "";
 /// Source of the claim script (public so benchmarks run exactly what the engine runs).
 pub const CLAIM_SCRIPT: &str = include_str!("../../lua/claim.lua");
 
-/// The engine's scripts, loaded once and run with EVALSHA (reloaded on NOSCRIPT).
+/// The engine's scripts, run with EVALSHA. The others are loaded when NOSCRIPT answers them;
+/// the claim script only after the server was checked (`RedisStore::claim`).
 struct Scripts {
     claim: Script,
     release: Script,
@@ -154,23 +155,49 @@ impl RedisStore {
         let k = self.keys(template);
         let mut id = Uuid::encode_buffer();
         let coupon = coupon_id.hyphenated().encode_lower(&mut id);
-        let reply: Vec<Value> = self
-            .scripts
-            .claim
-            .key(&k.stock)
-            .key(&k.claimed)
-            .key(k.req(request_id.as_str()))
-            .key(&k.pending)
-            .key(&k.epoch)
+        // EVALSHA by hand, not `Script::invoke_async`: that would load the script on NOSCRIPT
+        // and run it at once, and NOSCRIPT is the one sign, before anything is admitted, that
+        // this server is new to the engine (see `ClaimScript::ScriptNotLoaded`).
+        let reply = redis::cmd("EVALSHA")
+            .arg(self.scripts.claim.get_hash())
+            .arg(5)
+            .arg(&k.stock)
+            .arg(&k.claimed)
+            .arg(k.req(request_id.as_str()))
+            .arg(&k.pending)
+            .arg(&k.epoch)
             .arg(request_id.as_str())
             .arg(user_id.as_str())
             .arg(limit)
             .arg(&*coupon)
             .arg(now_ms)
             .arg(req_ttl_secs.max(1))
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        parse_claim(&reply)
+            .query_async::<Vec<Value>>(&mut self.conn.clone())
+            .await;
+        match reply {
+            Ok(reply) => parse_claim(&reply),
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                Ok(ClaimScript::ScriptNotLoaded)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Loads every script of the engine into Redis (each master of a cluster).
+    pub async fn load_scripts(&self) -> RedisResult<()> {
+        let s = &self.scripts;
+        for script in [
+            &s.claim,
+            &s.release,
+            &s.unlock,
+            &s.outbox_apply,
+            &s.rebuild,
+            &s.unpend,
+            &s.forget,
+        ] {
+            script.load_async(&mut self.conn.clone()).await?;
+        }
+        Ok(())
     }
 
     /// Gives back the stock and quota of a claim that will never be persisted.

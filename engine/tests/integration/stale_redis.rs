@@ -8,8 +8,8 @@
 use std::{sync::Arc, time::Duration};
 
 use coupon_engine::{
-    EngineConfig, EngineError, NewTemplate, ReconcileOptions, RefundPolicy, Variant,
-    store::postgres,
+    CouponEngine, EngineConfig, EngineError, NewTemplate, ReconcileOptions, RefundPolicy, Template,
+    Variant, store::postgres,
 };
 use coupon_testkit::{
     Backends, TestEnv,
@@ -55,13 +55,35 @@ async fn env_on_own_redis(variant: Variant, watch: bool) -> anyhow::Result<Own> 
     })
 }
 
-/// Claim 50, SAVE, claim 40 more, restart Redis from the snapshot, claim 200 more: returns
-/// how many coupons Postgres holds.
-async fn sell_through_a_stale_restart(
-    env: &TestEnv,
+/// What the restarted Redis holds besides its data.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scripts {
+    /// No scripts, as after any restart: the engine's first claim meets NOSCRIPT.
+    Cold,
+    /// The engine's scripts, loaded by another client before the engine's first claim: a
+    /// server that gives no NOSCRIPT, as a former master promoted again does.
+    Warm,
+}
+
+/// Restarts `redis` from `snapshot`, its script cache as `scripts` says.
+async fn restart_stale(
     redis: &mut LocalRedis,
-) -> anyhow::Result<i64> {
-    let e = &env.engine;
+    snapshot: &[u8],
+    scripts: Scripts,
+) -> anyhow::Result<()> {
+    redis.restart_from_rdb(snapshot)?;
+    if scripts == Scripts::Warm {
+        coupon_engine::store::redis::RedisStore::connect(&redis.url(), "another-client")
+            .await?
+            .load_scripts()
+            .await?;
+    }
+    Ok(())
+}
+
+/// A template of 100, one per user, with Redis's identity recorded before anything goes
+/// wrong (the identity its counters were built against).
+async fn sale_of_100(e: &CouponEngine) -> anyhow::Result<Template> {
     let t = e
         .create_template(NewTemplate::simple(
             "sale",
@@ -70,8 +92,19 @@ async fn sell_through_a_stale_restart(
             RefundPolicy::ReturnToStock,
         ))
         .await?;
-    // The identity the counters were built against, before anything goes wrong.
     e.check_redis_identity().await?;
+    Ok(t)
+}
+
+/// Claim 50, SAVE, claim 40 more, restart Redis from the snapshot, claim 200 more: returns
+/// how many coupons Postgres holds.
+async fn sell_through_a_stale_restart(
+    env: &TestEnv,
+    redis: &mut LocalRedis,
+    scripts: Scripts,
+) -> anyhow::Result<i64> {
+    let e = &env.engine;
+    let t = sale_of_100(e).await?;
     for n in 0..50 {
         e.claim(t.id, &uid(format!("a{n}")), &rid(format!("a{n}")))
             .await?;
@@ -81,7 +114,7 @@ async fn sell_through_a_stale_restart(
         e.claim(t.id, &uid(format!("b{n}")), &rid(format!("b{n}")))
             .await?;
     }
-    redis.restart_from_rdb(&snapshot)?;
+    restart_stale(redis, &snapshot, scripts).await?;
     assert_eq!(
         stock(env, t.id).await?,
         Some(50),
@@ -124,7 +157,7 @@ async fn stock(env: &TestEnv, t: TemplateId) -> anyhow::Result<Option<i64>> {
 #[tokio::test]
 async fn a_restart_from_an_older_snapshot_cannot_oversell() -> R {
     let Own { env, mut redis } = env_on_own_redis(Variant::Correct, false).await?;
-    let issued = sell_through_a_stale_restart(&env, &mut redis).await?;
+    let issued = sell_through_a_stale_restart(&env, &mut redis, Scripts::Cold).await?;
     assert_eq!(
         issued, 100,
         "exactly total_stock coupons, whatever Redis believed"
@@ -144,18 +177,59 @@ async fn a_restart_from_an_older_snapshot_cannot_oversell() -> R {
 }
 
 #[tokio::test]
+async fn a_restarted_redis_is_rebuilt_before_it_admits_anything() -> R {
+    // No watch and no reconcile: only the claim itself can notice the new server.
+    let Own { env, mut redis } = env_on_own_redis(Variant::Correct, false).await?;
+    let e = &env.engine;
+    let t = sale_of_100(e).await?;
+    let snapshot = redis.snapshot_rdb()?;
+    for n in 0..90 {
+        e.claim(t.id, &uid(format!("b{n}")), &rid(format!("b{n}")))
+            .await?;
+    }
+    restart_stale(&mut redis, &snapshot, Scripts::Cold).await?;
+    assert_eq!(
+        stock(&env, t.id).await?,
+        Some(100),
+        "stale before any claim"
+    );
+    let mut granted = None;
+    for _ in 0..5 {
+        match e.claim(t.id, &uid("first"), &rid("first")).await {
+            Ok(r) => {
+                granted = Some(r);
+                break;
+            }
+            Err(unknown) if unknown.outcome_unknown() => {}
+            Err(other) => return Err(other.into()),
+        }
+    }
+    let granted = granted.expect("the first claim after the restart is granted");
+    // A stale server that admitted it would have counted from 100 (and Postgres, which
+    // still held 10, would have let it through): 99. Checked first, it counts from 10.
+    assert_eq!(granted.remaining_stock, 9);
+    assert_eq!(stock(&env, t.id).await?, Some(9));
+    drop(env);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_stale_restart_that_gives_no_noscript_cannot_oversell_either() -> R {
+    let Own { env, mut redis } = env_on_own_redis(Variant::Correct, false).await?;
+    let issued = sell_through_a_stale_restart(&env, &mut redis, Scripts::Warm).await?;
+    assert_eq!(
+        issued, 100,
+        "Postgres decides what the stale counters admit"
+    );
+    drop(env);
+    Ok(())
+}
+
+#[tokio::test]
 async fn the_identity_watch_rebuilds_a_restarted_redis_before_the_sale_goes_on() -> R {
     let Own { env, mut redis } = env_on_own_redis(Variant::Correct, true).await?;
     let e = &env.engine;
-    let t = e
-        .create_template(NewTemplate::simple(
-            "sale",
-            100,
-            1,
-            RefundPolicy::ReturnToStock,
-        ))
-        .await?;
-    e.check_redis_identity().await?;
+    let t = sale_of_100(e).await?;
     let snapshot = redis.snapshot_rdb()?;
     for n in 0..30 {
         e.claim(t.id, &uid(format!("b{n}")), &rid(format!("b{n}")))
@@ -180,8 +254,10 @@ async fn the_identity_watch_rebuilds_a_restarted_redis_before_the_sale_goes_on()
 #[tokio::test]
 async fn the_round_one_behaviour_oversells_through_the_same_restart() -> R {
     // Mutant D8 inserts whatever Redis admitted: this is the failure the tests above rule out.
+    // A cold restart is rebuilt before it admits (above), so D8 needs a server that gives no
+    // NOSCRIPT to get past the identity check.
     let Own { env, mut redis } = env_on_own_redis(Variant::D8, false).await?;
-    let issued = sell_through_a_stale_restart(&env, &mut redis).await?;
+    let issued = sell_through_a_stale_restart(&env, &mut redis, Scripts::Warm).await?;
     assert!(issued > 100, "D8 must oversell here, issued {issued}");
     drop(env);
     Ok(())

@@ -19,6 +19,11 @@ pub enum ClaimScript {
     NotInitialised,
     /// The request id was already used by another user.
     RequestConflict,
+    /// The server does not hold the claim script, so nothing ran: its script cache is empty
+    /// because it is new to this engine (restarted, possibly from an older snapshot, or a
+    /// promoted replica: Redis 7 does not replicate `SCRIPT LOAD`) or was flushed. Its
+    /// identity is checked, and its state rebuilt if it changed, before the script is loaded.
+    ScriptNotLoaded,
 }
 
 /// A granted claim as recorded in Redis.
