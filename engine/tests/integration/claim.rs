@@ -510,6 +510,55 @@ async fn acknowledged_async_claims_postgres_refuses_are_counted() -> R {
 }
 
 #[tokio::test]
+async fn the_reconciler_counts_the_acknowledged_async_claims_postgres_refuses() -> R {
+    // Intents a server admitted and acknowledged, then died before its persister took them:
+    // another server's reconciler decides them, and its refusals are lost acknowledgements
+    // as much as the persister's are.
+    let env = TestEnv::with_config(EngineConfig {
+        persistence: Persistence::Async,
+        ..EngineConfig::default()
+    })
+    .await?;
+    let e = env.engine.clone();
+    let t = e.create_template(template(5, 2)).await?;
+    let first = e.claim(t.id, &uid("u0"), &rid("r0")).await?;
+    e.flush().await?;
+    sqlx::query("UPDATE template_stock SET total_stock = 3 WHERE template_id = $1")
+        .bind(t.id)
+        .execute(e.pool())
+        .await?;
+    let redis = e.redis();
+    redis.load_scripts().await?;
+    let admit = |user: &'static str, request: &'static str| {
+        let (redis, user, request) = (redis.clone(), uid(user), rid(request));
+        async move {
+            redis
+                .claim(t.id, &request, &user, 2, Uuid::now_v7(), 0, 60)
+                .await
+        }
+    };
+    // r0's record is gone (expired, evicted): its retry is admitted anew with another coupon
+    // id, which Postgres answers as a duplicate of the stored one.
+    redis
+        .forget_request(t.id, &rid("r0"), first.coupon_id)
+        .await?;
+    for (user, request) in [("u0", "r0"), ("u1", "r1"), ("u2", "r2"), ("u3", "r3")] {
+        assert!(matches!(
+            admit(user, request).await?,
+            coupon_engine::store::redis::ClaimScript::Granted(_)
+        ));
+    }
+    e.reconcile_with(ReconcileOptions {
+        min_pending_age: Duration::ZERO,
+    })
+    .await?;
+    // Room for two more in Postgres: r0 is a duplicate, and one of r1-r3 finds no stock.
+    assert_eq!(postgres::template_coupons(e.pool(), t.id).await?.len(), 3);
+    assert_eq!(e.acknowledged_claims_refused(), 2);
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_duplicate_past_the_idempotency_window_gives_its_deduction_back() -> R {
     let env = TestEnv::new().await?;
     let e = env.engine.clone();
