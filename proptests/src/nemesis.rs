@@ -162,7 +162,7 @@ async fn redis_process(t: &Target, fault: &Fault) -> anyhow::Result<String> {
             let rdb = blocking(&r, |r| r.snapshot_rdb()).await?;
             tokio::time::sleep(Duration::from_millis(*lag_ms)).await;
             blocking(&r, move |r| r.restart_from_rdb(&rdb)).await?;
-            let scripts = warm_up(&r, *warm_scripts).await?;
+            let scripts = warm_up(t, &r, *warm_scripts).await?;
             format!("redis restarted from an RDB snapshot taken {lag_ms}ms earlier, {scripts}")
         }
         Fault::AofLossRestart {
@@ -173,7 +173,7 @@ async fn redis_process(t: &Target, fault: &Fault) -> anyhow::Result<String> {
             let aof = blocking(&r, |r| r.copy_aof()).await?;
             tokio::time::sleep(Duration::from_millis(*lag_ms)).await;
             blocking(&r, move |r| r.restart_from_aof(&aof)).await?;
-            let scripts = warm_up(&r, *warm_scripts).await?;
+            let scripts = warm_up(t, &r, *warm_scripts).await?;
             format!("redis restarted from an AOF copied {lag_ms}ms earlier, {scripts}")
         }
         other => anyhow::bail!("not a redis process fault: {other:?}"),
@@ -185,18 +185,23 @@ async fn redis_process(t: &Target, fault: &Fault) -> anyhow::Result<String> {
 /// scripts and gives no such sign: `warm` plays that server, loading the engine's scripts
 /// from another client right after the restart (the engine retries 50 ms after the dropped
 /// connection, so this almost always comes first).
-async fn warm_up(r: &Arc<Mutex<LocalRedis>>, warm: bool) -> anyhow::Result<&'static str> {
+async fn warm_up(
+    t: &Target,
+    r: &Arc<Mutex<LocalRedis>>,
+    warm: bool,
+) -> anyhow::Result<&'static str> {
     if !warm {
         return Ok("no scripts");
     }
     let url = r.lock().await.url();
-    load_engine_scripts(&url).await?;
+    load_engine_scripts(t, &url).await?;
     Ok("its scripts loaded by another client")
 }
 
-/// Loads the engine's scripts into the server at `url`, from a client of the nemesis's own.
-async fn load_engine_scripts(url: &str) -> anyhow::Result<()> {
-    coupon_engine::store::redis::RedisStore::connect(url, "nemesis")
+/// Loads the engine's scripts (those of its key namespace) into the server at `url`, from a
+/// client of the nemesis's own.
+async fn load_engine_scripts(t: &Target, url: &str) -> anyhow::Result<()> {
+    coupon_engine::store::redis::RedisStore::connect(url, t.engine.redis().namespace())
         .await?
         .load_scripts()
         .await?;
@@ -298,7 +303,7 @@ async fn cluster(t: &Target, fault: &Fault) -> anyhow::Result<String> {
             let c = own_cluster(t)?.clone();
             let replica = blocking(&c, move |c| c.cut_replication(&key)).await?;
             if *warm_scripts {
-                load_engine_scripts(&format!("redis://127.0.0.1:{replica}/")).await?;
+                load_engine_scripts(t, &format!("redis://127.0.0.1:{replica}/")).await?;
             }
             tokio::time::sleep(Duration::from_millis(*lag_ms)).await;
             let f = blocking(&c, move |c| c.takeover(replica)).await?;

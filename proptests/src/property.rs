@@ -17,7 +17,7 @@ use proptest::{
 use serde::Serialize;
 
 use crate::{
-    run::{CaseReport, RunConfig, run_case},
+    run::{CaseReport, FaultNotInjected, RunConfig, run_case},
     scenario::{Scenario, scenarios},
 };
 
@@ -157,6 +157,11 @@ pub fn check_with(
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         st.executions += 1;
         match report {
+            Err(e) if e.is::<FaultNotInjected>() => {
+                st.executions -= 1;
+                eprintln!("[{}] case set aside: {e:#}", cfg.name);
+                Err(TestCaseError::reject(format!("{e:#}")))
+            }
             Err(e) => {
                 st.harness_error = Some(format!("{e:#}"));
                 Err(TestCaseError::fail(format!("harness error: {e:#}")))
@@ -199,6 +204,8 @@ pub fn check_with(
 fn runner_config(cfg: &PropertyConfig) -> Config {
     Config {
         cases: cfg.cases,
+        // A run whose faults keep failing to happen ends as a harness error, not a pass.
+        max_global_rejects: cfg.cases.max(3),
         max_shrink_iters: cfg.max_shrink_iters,
         failure_persistence: cfg.persist_failures.then(|| {
             Box::new(FileFailurePersistence::Direct(leak(format!(

@@ -202,10 +202,7 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
     // A violation stands whatever the nemesis managed; a pass with a fault that never
     // happened is no pass.
     if findings.is_empty() && !nemesis.failed.is_empty() {
-        anyhow::bail!(
-            "the nemesis could not inject the case's faults: {}",
-            nemesis.failed.join("; ")
-        );
+        return Err(FaultNotInjected(nemesis.failed.join("; ")).into());
     }
     Ok(CaseReport {
         scenario: scenario.clone(),
@@ -239,6 +236,12 @@ async fn create_templates(
     }
     Ok(templates)
 }
+
+/// A case whose faults did not all happen, and that violated nothing: it proves nothing
+/// about those faults, so it is set aside (rejected) rather than passed.
+#[derive(Debug, thiserror::Error)]
+#[error("the nemesis could not inject the case's faults: {0}")]
+pub struct FaultNotInjected(pub String);
 
 /// Runs the scenario's processes concurrently, released together, while the nemesis
 /// injects its faults; heals the stores after. The history, the unexpected errors and the

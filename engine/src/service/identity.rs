@@ -21,7 +21,13 @@ use std::{
 };
 
 use super::{CouponEngine, Inner, rebuild::Trigger};
-use crate::{error::EngineResult, store::postgres};
+use crate::{
+    error::{EngineError, EngineResult},
+    store::postgres,
+};
+
+/// Checks of a new server one NOSCRIPT may go through while it keeps changing under them.
+const MAX_CHECKS: usize = 3;
 
 /// Starts the periodic identity check; it ends when the engine is dropped.
 pub(super) fn spawn_watch(engine: Weak<Inner>, every: Duration) {
@@ -47,34 +53,65 @@ impl CouponEngine {
     /// A server that answered NOSCRIPT to the claim script: checks its identity (rebuilding
     /// every live template if it changed), then loads the engine's scripts, so that the
     /// claim that saw it, and every other, is admitted only by a server already checked.
-    /// Claims that meet the same server at once wait for one check.
+    /// Claims that meet the same server at once wait for one check and share its outcome: a
+    /// failed check (Postgres down, a rebuild that failed) is not repeated by each of them.
     pub(super) async fn check_new_server(&self) -> EngineResult<()> {
         let seen = self.inner.new_server_checks.load(Ordering::Acquire);
         let _one_at_a_time = self.inner.new_server_gate.lock().await;
         if self.inner.new_server_checks.load(Ordering::Acquire) != seen {
-            return Ok(());
+            return if self.inner.new_server_check_failed.load(Ordering::Acquire) {
+                Err(EngineError::Unavailable(
+                    "redis is new to the engine and could not be checked yet".into(),
+                ))
+            } else {
+                Ok(())
+            };
         }
-        // A first start or a flushed script cache is checked too: it costs one `INFO` and
-        // one Postgres read, and only a changed identity makes Redis suspect.
-        let changed = self.check_redis_identity().await?;
-        self.inner.redis.load_scripts().await?;
+        let outcome = self.check_then_load_scripts().await;
+        self.inner
+            .new_server_check_failed
+            .store(outcome.is_err(), Ordering::Release);
         self.inner.new_server_checks.fetch_add(1, Ordering::Release);
-        tracing::info!(
-            changed,
-            "redis answered NOSCRIPT: identity checked before admitting"
-        );
-        Ok(())
+        outcome
+    }
+
+    async fn check_then_load_scripts(&self) -> EngineResult<()> {
+        for _ in 0..MAX_CHECKS {
+            // A first start or a flushed script cache is checked too: it costs one `INFO` and
+            // one Postgres read, and only a changed identity makes Redis suspect.
+            let (changed, checked) = self.check_identity().await?;
+            self.inner.redis.load_scripts().await?;
+            // A server that changed between the check and the load would hold the scripts
+            // unchecked: take them away again, so that its claims wait here, and check it.
+            if self.inner.redis.identity().await? == checked {
+                tracing::info!(
+                    changed,
+                    "redis answered NOSCRIPT: identity checked before admitting"
+                );
+                return Ok(());
+            }
+            self.inner.redis.flush_scripts().await?;
+            tracing::warn!("redis changed again while it was being checked; checking again");
+        }
+        Err(EngineError::Unavailable(
+            "redis kept changing while it was being checked".into(),
+        ))
     }
 
     /// Compares Redis's `run_id` with the one recorded for this namespace and, if Redis
     /// changed, rebuilds every live template from Postgres before recording the new one.
     /// Returns true when a change was found.
     pub async fn check_redis_identity(&self) -> EngineResult<bool> {
+        Ok(self.check_identity().await?.0)
+    }
+
+    /// [`Self::check_redis_identity`], and the identity it checked.
+    async fn check_identity(&self) -> EngineResult<(bool, String)> {
         let run_id = self.inner.redis.identity().await?;
         let ns = self.inner.redis.namespace();
         let recorded = postgres::redis_identity(&self.inner.pg, ns).await?;
         if recorded.as_deref() == Some(run_id.as_str()) {
-            return Ok(false);
+            return Ok((false, run_id));
         }
         if let Some(old) = &recorded {
             self.suspect_redis();
@@ -86,6 +123,6 @@ impl CouponEngine {
         }
         // Recorded only after every rebuild succeeded: a failure is retried on the next check.
         postgres::record_redis_identity(&self.inner.pg, ns, &run_id).await?;
-        Ok(recorded.is_some())
+        Ok((recorded.is_some(), run_id))
     }
 }

@@ -18,7 +18,7 @@ use std::{
     collections::HashMap,
     sync::{
         Arc, RwLock, Weak,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -80,6 +80,8 @@ struct Inner {
     /// How many such checks have finished: a claim that waited for the gate while another
     /// claim's check ran does not repeat it.
     new_server_checks: AtomicU64,
+    /// Whether the last of those checks failed (the claims that waited for it fail too).
+    new_server_check_failed: AtomicBool,
 }
 
 impl std::fmt::Debug for Inner {
@@ -124,6 +126,7 @@ impl CouponEngine {
                 redis_suspect_until: AtomicU64::new(0),
                 new_server_gate: Mutex::new(()),
                 new_server_checks: AtomicU64::new(0),
+                new_server_check_failed: AtomicBool::new(false),
             }
         });
         if let Ok(mut slot) = inner.shutdown.try_lock() {

@@ -39,9 +39,13 @@ struct Scripts {
 }
 
 impl Scripts {
-    fn load() -> Self {
+    fn load(namespace: &str) -> Self {
         Self {
-            claim: Script::new(CLAIM_SCRIPT),
+            // A hash of its own per namespace: the NOSCRIPT that has a new server checked is
+            // per script, the identity record per namespace. With one shared hash, the first
+            // namespace checked after a restart would load the script for all the others,
+            // and they would admit on the server unchecked.
+            claim: Script::new(&format!("-- namespace {namespace:?}\n{CLAIM_SCRIPT}")),
             release: Script::new(include_str!("../../lua/release.lua")),
             unlock: Script::new(include_str!("../../lua/unlock.lua")),
             outbox_apply: Script::new(include_str!("../../lua/outbox_apply.lua")),
@@ -108,7 +112,7 @@ impl RedisStore {
         Ok(Self {
             conn: RedisConn::open(target).await?,
             namespace: namespace.into(),
-            scripts: Arc::new(Scripts::load()),
+            scripts: Arc::new(Scripts::load(namespace)),
         })
     }
 
@@ -183,21 +187,30 @@ impl RedisStore {
         }
     }
 
-    /// Loads every script of the engine into Redis (each master of a cluster).
+    /// Empties the script cache (every node of a cluster).
+    pub async fn flush_scripts(&self) -> RedisResult<()> {
+        redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// Loads every script of this namespace's engine into Redis (each master of a cluster,
+    /// no replica).
     pub async fn load_scripts(&self) -> RedisResult<()> {
         let s = &self.scripts;
-        for script in [
-            &s.claim,
-            &s.release,
-            &s.unlock,
-            &s.outbox_apply,
-            &s.rebuild,
-            &s.unpend,
-            &s.forget,
-        ] {
-            script.load_async(&mut self.conn.clone()).await?;
-        }
-        Ok(())
+        self.conn
+            .clone()
+            .load_on_masters(&[
+                &s.claim,
+                &s.release,
+                &s.unlock,
+                &s.outbox_apply,
+                &s.rebuild,
+                &s.unpend,
+                &s.forget,
+            ])
+            .await
     }
 
     /// Gives back the stock and quota of a claim that will never be persisted.

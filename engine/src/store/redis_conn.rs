@@ -2,8 +2,9 @@
 //! or a Redis Cluster (the redis crate's async cluster connection, which follows MOVED/ASK,
 //! refreshes its slot map and retries through a failover). Every key of a template carries
 //! the hash tag `{T}` (`keys.rs`), so each script touches one slot and runs on whichever
-//! master owns it; `Script` answers NOSCRIPT (a promoted replica, a flushed cache) by loading
-//! the script and running it again.
+//! master owns it. `Script` answers NOSCRIPT (a promoted replica, a flushed cache) by loading
+//! the script and running it again, for every script but the claim script, whose NOSCRIPT
+//! has the server checked first (`store/redis.rs`).
 
 use std::{
     fmt,
@@ -184,6 +185,29 @@ impl RedisConn {
         }
         ids.sort();
         Ok(format!("cluster:{}", ids.join(",")))
+    }
+
+    /// Loads `scripts` on the node, or on each master of a cluster (those a node lists now)
+    /// over a connection of its own. Not on replicas, as the cluster client's `SCRIPT LOAD`
+    /// would: a promoted replica must answer NOSCRIPT, the sign that has it checked before
+    /// it admits anything (`service/identity.rs`).
+    pub async fn load_on_masters(&mut self, scripts: &[&redis::Script]) -> RedisResult<()> {
+        let seed = match self {
+            Self::Node(c) => {
+                for s in scripts {
+                    s.load_async(c).await?;
+                }
+                return Ok(());
+            }
+            Self::Cluster(h) => h.seed.clone(),
+        };
+        for addr in self.cluster_masters().await? {
+            let mut node = node_connection(&seed, &addr).await?;
+            for s in scripts {
+                s.load_async(&mut node).await?;
+            }
+        }
+        Ok(())
     }
 
     /// The addresses (`host:port`) of the masters of a cluster that are not marked failed;

@@ -65,15 +65,16 @@ enum Scripts {
     Warm,
 }
 
-/// Restarts `redis` from `snapshot`, its script cache as `scripts` says.
+/// Restarts `redis` from `snapshot`, its script cache as `scripts` says (`e`'s scripts).
 async fn restart_stale(
+    e: &CouponEngine,
     redis: &mut LocalRedis,
     snapshot: &[u8],
     scripts: Scripts,
 ) -> anyhow::Result<()> {
     redis.restart_from_rdb(snapshot)?;
     if scripts == Scripts::Warm {
-        coupon_engine::store::redis::RedisStore::connect(&redis.url(), "another-client")
+        coupon_engine::store::redis::RedisStore::connect(&redis.url(), e.redis().namespace())
             .await?
             .load_scripts()
             .await?;
@@ -114,7 +115,7 @@ async fn sell_through_a_stale_restart(
         e.claim(t.id, &uid(format!("b{n}")), &rid(format!("b{n}")))
             .await?;
     }
-    restart_stale(redis, &snapshot, scripts).await?;
+    restart_stale(e, redis, &snapshot, scripts).await?;
     assert_eq!(
         stock(env, t.id).await?,
         Some(50),
@@ -162,7 +163,7 @@ async fn a_restart_from_an_older_snapshot_cannot_oversell() -> R {
         issued, 100,
         "exactly total_stock coupons, whatever Redis believed"
     );
-    // Postgres's refusals rebuilt Redis; after a reconcile it agrees with the record.
+    // The NOSCRIPT check rebuilt Redis; after a reconcile it agrees with the record.
     env.engine
         .reconcile_with(ReconcileOptions {
             min_pending_age: Duration::ZERO,
@@ -187,7 +188,7 @@ async fn a_restarted_redis_is_rebuilt_before_it_admits_anything() -> R {
         e.claim(t.id, &uid(format!("b{n}")), &rid(format!("b{n}")))
             .await?;
     }
-    restart_stale(&mut redis, &snapshot, Scripts::Cold).await?;
+    restart_stale(e, &mut redis, &snapshot, Scripts::Cold).await?;
     assert_eq!(
         stock(&env, t.id).await?,
         Some(100),
