@@ -123,7 +123,7 @@ fn unknown_outcomes(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStr
 
 fn stale_restart(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStrategy<Scenario> {
     // Warm: a restart that answers NOSCRIPT is checked and rebuilt before it admits
-    // anything, so only a server that kept the engine's scripts lets D8's trust show.
+    // anything, so only a stale server that gives no sign lets D8's trust show.
     rolled_back_mid_run(base, 5..=40, |lag_ms| Fault::StaleRdbRestart {
         lag_ms,
         warm_scripts: true,
@@ -131,9 +131,9 @@ fn stale_restart(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStrate
 }
 
 /// Trusting Redis (D8) through a failover: the template's lagging replica is promoted
-/// mid-run, so what it never received is admitted again. It holds the engine's scripts, as
-/// a former master does: a replica without them answers NOSCRIPT and is checked and rebuilt
-/// before it admits anything. The cut waits for the replica to
+/// mid-run, so what it never received is admitted again. It is given the engine's current
+/// scripts first, to give no sign of being new: a replica without them answers NOSCRIPT
+/// and is checked and rebuilt before it admits anything. The cut waits for the replica to
 /// catch up, and a promotion takes tens of milliseconds, hence the longer lag.
 pub fn lagging_promotion(
     base: impl Strategy<Value = Scenario> + 'static,

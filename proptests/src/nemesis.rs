@@ -181,10 +181,12 @@ async fn redis_process(t: &Target, fault: &Fault) -> anyhow::Result<String> {
 }
 
 /// A restarted server holds no scripts, and the engine's first claim on it meets NOSCRIPT,
-/// which has the engine check it before it admits. A former master promoted again keeps its
-/// scripts and gives no such sign: `warm` plays that server, loading the engine's scripts
-/// from another client right after the restart (the engine retries 50 ms after the dropped
-/// connection, so this almost always comes first).
+/// which has the engine check it before it admits. `warm` plays a server with stale keys
+/// that gives no such sign, by loading the engine's current scripts into it right after
+/// the restart (the engine retries 50 ms after the dropped connection, so this almost
+/// always comes first). No restart or failover does that by itself (every check renews the
+/// claim script); older keys restored into a running server would, and only Postgres's
+/// decision stands between such a server and an oversell.
 async fn warm_up(
     t: &Target,
     r: &Arc<Mutex<LocalRedis>>,
@@ -198,13 +200,10 @@ async fn warm_up(
     Ok("its scripts loaded by another client")
 }
 
-/// Loads the engine's scripts (those of its key namespace) into the server at `url`, from a
-/// client of the nemesis's own.
+/// Loads the engine's current scripts into the server at `url`, from a connection of the
+/// nemesis's own.
 async fn load_engine_scripts(t: &Target, url: &str) -> anyhow::Result<()> {
-    coupon_engine::store::redis::RedisStore::connect(url, t.engine.redis().namespace())
-        .await?
-        .load_scripts()
-        .await?;
+    t.engine.redis().load_scripts_on(url).await?;
     Ok(())
 }
 

@@ -59,7 +59,8 @@ pub enum Fault {
     StaleRdbRestart {
         /// Writes after the snapshot that the restart loses.
         lag_ms: u64,
-        /// Whether the restarted server holds the engine's scripts, and so gives no NOSCRIPT.
+        /// Whether the restarted server is given the engine's current scripts, and so gives
+        /// no sign of being new (see `nemesis::warm_up`).
         #[serde(default)]
         warm_scripts: bool,
     },
@@ -68,7 +69,8 @@ pub enum Fault {
     AofLossRestart {
         /// Writes after the copy that the restart loses.
         lag_ms: u64,
-        /// Whether the restarted server holds the engine's scripts, and so gives no NOSCRIPT.
+        /// Whether the restarted server is given the engine's current scripts, and so gives
+        /// no sign of being new (see `nemesis::warm_up`).
         #[serde(default)]
         warm_scripts: bool,
     },
@@ -100,8 +102,8 @@ pub enum Fault {
         template: u32,
         /// Writes the promoted replica misses.
         lag_ms: u64,
-        /// Whether the replica holds the engine's scripts when promoted (a former master),
-        /// and so gives no NOSCRIPT.
+        /// Whether the replica is given the engine's current scripts before its promotion,
+        /// and so gives no sign of being new (see `nemesis::warm_up`).
         #[serde(default)]
         warm_scripts: bool,
     },

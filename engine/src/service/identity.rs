@@ -7,13 +7,15 @@
 //! another rebuilds the live templates before trusting the counters again.
 //!
 //! When it is checked: before a new server admits anything, and every
-//! `identity_check_interval` besides. A restarted Redis or a promoted replica holds no
-//! scripts (Redis 7 neither persists nor replicates `SCRIPT LOAD`), so the claim script's
-//! NOSCRIPT is the sign, on the very claim that would have been admitted, that the server
-//! is new; the claim waits for the check and the rebuild, then loads the script. A server
-//! that kept its scripts across a change of role (a former master that resynced as a
-//! replica and is promoted again) gives no such sign: the periodic check finds it, and
-//! until then Postgres refuses whatever its stale counters admit wrongly.
+//! `identity_check_interval` besides. A restarted Redis or a promoted replica does not hold
+//! the claim script (Redis 7 neither persists nor replicates `SCRIPT LOAD`, and the engine
+//! loads it on masters only), so its NOSCRIPT is the sign, on the very claim that would
+//! have been admitted, that the server is new; the claim waits for the check and the
+//! rebuild, then loads the script. Every check gives the claim script a new hash, so a
+//! server that kept its scripts across a change of role (a former master that resynced as
+//! a replica and is promoted again: Redis 7 keeps them) lacks the current one. What gives
+//! no sign at all (older keys restored into a running server) is left to Postgres, which
+//! refuses whatever stale counters admit wrongly.
 
 use std::{
     sync::{Weak, atomic::Ordering},
@@ -80,6 +82,9 @@ impl CouponEngine {
             // A first start or a flushed script cache is checked too: it costs one `INFO` and
             // one Postgres read, and only a changed identity makes Redis suspect.
             let (changed, checked) = self.check_identity().await?;
+            // A hash only the servers checked now are given: one demoted later and promoted
+            // again keeps this one, but the engine will have moved on to another by then.
+            self.inner.redis.renew_claim_script();
             self.inner.redis.load_scripts().await?;
             // A server that changed between the check and the load would hold the scripts
             // unchecked: take them away again, so that its claims wait here, and check it.
@@ -115,6 +120,9 @@ impl CouponEngine {
         }
         if let Some(old) = &recorded {
             self.suspect_redis();
+            // Every server, the new one included, answers the next claim with NOSCRIPT and
+            // waits for the check that loads the next claim script.
+            self.inner.redis.renew_claim_script();
             tracing::warn!(namespace = ns, old = %old, new = %run_id,
                 "redis restarted or failed over: rebuilding live templates before trusting its counters");
             for id in postgres::live_template_ids(&self.inner.pg).await? {

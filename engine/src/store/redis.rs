@@ -1,6 +1,10 @@
 //! Redis side of the engine: the Lua scripts and the few plain commands around them.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+    time::Duration,
+};
 
 use redis::{ErrorKind, FromRedisValue, Pipeline, RedisResult, Script, ServerErrorKind, Value};
 use uuid::Uuid;
@@ -29,7 +33,9 @@ pub const CLAIM_SCRIPT: &str = include_str!("../../lua/claim.lua");
 /// The engine's scripts, run with EVALSHA. The others are loaded when NOSCRIPT answers them;
 /// the claim script only after the server was checked (`RedisStore::claim`).
 struct Scripts {
-    claim: Script,
+    namespace: Arc<str>,
+    /// The claim script of this generation (`RedisStore::renew_claim_script`).
+    claim: RwLock<Arc<Script>>,
     release: Script,
     unlock: Script,
     outbox_apply: Script,
@@ -41,11 +47,8 @@ struct Scripts {
 impl Scripts {
     fn load(namespace: &str) -> Self {
         Self {
-            // A hash of its own per namespace: the NOSCRIPT that has a new server checked is
-            // per script, the identity record per namespace. With one shared hash, the first
-            // namespace checked after a restart would load the script for all the others,
-            // and they would admit on the server unchecked.
-            claim: Script::new(&format!("-- namespace {namespace:?}\n{CLAIM_SCRIPT}")),
+            namespace: namespace.into(),
+            claim: RwLock::new(Arc::new(claim_script(namespace))),
             release: Script::new(include_str!("../../lua/release.lua")),
             unlock: Script::new(include_str!("../../lua/unlock.lua")),
             outbox_apply: Script::new(include_str!("../../lua/outbox_apply.lua")),
@@ -54,6 +57,25 @@ impl Scripts {
             forget: Script::new(include_str!("../../lua/forget.lua")),
         }
     }
+
+    fn claim(&self) -> Arc<Script> {
+        self.claim
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The claim script under a hash no server holds yet. Its NOSCRIPT is the sign that has a
+/// server checked (`service/identity.rs`), and that sign must be one only a checked server
+/// lacks: a hash of its own per namespace (with one shared hash, the first namespace checked
+/// after a restart would load it for every other), and a new one at every check (a former
+/// master promoted again still holds the hash it was given before it was demoted).
+fn claim_script(namespace: &str) -> Script {
+    let generation = Uuid::now_v7();
+    Script::new(&format!(
+        "-- namespace {namespace:?}, generation {generation}\n{CLAIM_SCRIPT}"
+    ))
 }
 
 /// Redis state of one template, for the auditor and the reconciler.
@@ -162,8 +184,9 @@ impl RedisStore {
         // EVALSHA by hand, not `Script::invoke_async`: that would load the script on NOSCRIPT
         // and run it at once, and NOSCRIPT is the one sign, before anything is admitted, that
         // this server is new to the engine (see `ClaimScript::ScriptNotLoaded`).
+        let script = self.scripts.claim();
         let reply = redis::cmd("EVALSHA")
-            .arg(self.scripts.claim.get_hash())
+            .arg(script.get_hash())
             .arg(5)
             .arg(&k.stock)
             .arg(&k.claimed)
@@ -198,19 +221,40 @@ impl RedisStore {
     /// Loads every script of this namespace's engine into Redis (each master of a cluster,
     /// no replica).
     pub async fn load_scripts(&self) -> RedisResult<()> {
+        self.load_scripts_into(&mut self.conn.clone()).await
+    }
+
+    /// Loads the scripts [`Self::load_scripts`] loads, of this generation, into the server at
+    /// `url` (the test harness's stand-in for a server that gives no sign of being new).
+    pub async fn load_scripts_on(&self, url: &str) -> RedisResult<()> {
+        let mut conn = RedisConn::open(&RedisTarget::Node(url.to_owned())).await?;
+        self.load_scripts_into(&mut conn).await
+    }
+
+    async fn load_scripts_into(&self, conn: &mut RedisConn) -> RedisResult<()> {
         let s = &self.scripts;
-        self.conn
-            .clone()
-            .load_on_masters(&[
-                &s.claim,
-                &s.release,
-                &s.unlock,
-                &s.outbox_apply,
-                &s.rebuild,
-                &s.unpend,
-                &s.forget,
-            ])
-            .await
+        let claim = s.claim();
+        conn.load_on_masters(&[
+            &claim,
+            &s.release,
+            &s.unlock,
+            &s.outbox_apply,
+            &s.rebuild,
+            &s.unpend,
+            &s.forget,
+        ])
+        .await
+    }
+
+    /// Gives the claim script a hash no server holds: every server, this one included,
+    /// answers the next claim with NOSCRIPT and is checked before it admits again.
+    pub fn renew_claim_script(&self) {
+        *self
+            .scripts
+            .claim
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Arc::new(claim_script(&self.scripts.namespace));
     }
 
     /// Gives back the stock and quota of a claim that will never be persisted.

@@ -11,7 +11,7 @@ use std::{collections::HashSet, sync::Arc, time::Duration};
 use coupon_engine::domain::ids::TemplateId;
 use coupon_engine::{
     ClaimReceipt, EngineConfig, EngineError, NewTemplate, ReconcileOptions, RefundPolicy, Variant,
-    store::{postgres, redis::RedisStore},
+    store::postgres,
 };
 use coupon_testkit::{
     Backends, ProvisionError, TestEnv,
@@ -215,8 +215,8 @@ async fn a_killed_master_fails_over_and_the_sale_sells_exactly_its_stock() -> R 
 
 /// Claims 30, cuts the replication of the template's master, claims 40 more (the replica
 /// misses them), promotes the replica with TAKEOVER and claims 200 more: returns the
-/// coupons Postgres holds. A `warm` replica holds the engine's scripts when promoted, as a
-/// former master does, and so gives no NOSCRIPT to have it checked before it admits.
+/// coupons Postgres holds. A `warm` replica is given the engine's current scripts first,
+/// and so gives no sign of being new that would have it checked before it admits.
 async fn sell_through_a_lagging_promotion(
     on: &OnCluster,
     warm: bool,
@@ -227,10 +227,10 @@ async fn sell_through_a_lagging_promotion(
     let key = on.env.engine.redis().keys(t).stock;
     let replica = on.on_cluster(move |c| c.cut_replication(&key)).await?;
     if warm {
-        let ns = on.env.engine.redis().namespace();
-        RedisStore::connect(&format!("redis://127.0.0.1:{replica}/"), ns)
-            .await?
-            .load_scripts()
+        on.env
+            .engine
+            .redis()
+            .load_scripts_on(&format!("redis://127.0.0.1:{replica}/"))
             .await?;
     }
     assert_eq!(on.claims(t, "b", 40).await?, 40);
@@ -263,6 +263,39 @@ async fn a_lagging_replica_promoted_cannot_oversell() -> R {
         assert_eq!(stock(&on.env, t).await?, Some(0));
         drop(on);
     }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_former_master_promoted_again_is_checked_before_it_admits() -> R {
+    // Redis 7 keeps a master's scripts when it is demoted and resyncs as a replica, so the
+    // claim script it was given as a master would let it admit, stale, when it is promoted
+    // again, were the script's hash not renewed at every check.
+    let on = OnCluster::start(Variant::Correct).await?;
+    let t = on.sale(100).await?;
+    on.env.engine.check_redis_identity().await?;
+    assert_eq!(on.claims(t, "a", 30).await?, 30);
+    let key = on.env.engine.redis().keys(t).stock;
+    let k = key.clone();
+    let replica = on.on_cluster(move |c| c.cut_replication(&k)).await?;
+    let first = on.on_cluster(move |c| c.takeover(replica)).await?;
+    on.on_cluster(|c| c.restore_replication()).await?;
+    assert_eq!(on.claims(t, "b", 20).await?, 20);
+    // The first master, now the replica, misses the next ten, then takes over again.
+    let k = key.clone();
+    let again = on.on_cluster(move |c| c.cut_replication(&k)).await?;
+    assert_eq!(again, first.old_master);
+    assert_eq!(on.claims(t, "c", 10).await?, 10);
+    on.on_cluster(move |c| c.takeover(again)).await?;
+    assert_eq!(stock(&on.env, t).await?, Some(50), "stale: it missed ten");
+    let claim = on.first_claim(t).await?;
+    assert_eq!(
+        claim.remaining_stock, 39,
+        "counted from Postgres's 40, not from 50"
+    );
+    on.on_cluster(|c| c.restore_replication()).await?;
+    on.audit_ok(t).await?;
+    drop(on);
     Ok(())
 }
 

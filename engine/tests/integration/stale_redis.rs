@@ -60,8 +60,9 @@ async fn env_on_own_redis(variant: Variant, watch: bool) -> anyhow::Result<Own> 
 enum Scripts {
     /// No scripts, as after any restart: the engine's first claim meets NOSCRIPT.
     Cold,
-    /// The engine's scripts, loaded by another client before the engine's first claim: a
-    /// server that gives no NOSCRIPT, as a former master promoted again does.
+    /// The engine's current scripts, loaded before the engine's first claim: a stale server
+    /// that gives no sign of being new (no restart does this by itself; older keys
+    /// restored into a running server would).
     Warm,
 }
 
@@ -74,10 +75,7 @@ async fn restart_stale(
 ) -> anyhow::Result<()> {
     redis.restart_from_rdb(snapshot)?;
     if scripts == Scripts::Warm {
-        coupon_engine::store::redis::RedisStore::connect(&redis.url(), e.redis().namespace())
-            .await?
-            .load_scripts()
-            .await?;
+        e.redis().load_scripts_on(&redis.url()).await?;
     }
     Ok(())
 }
