@@ -184,7 +184,7 @@ async fn redis_process(t: &Target, fault: &Fault) -> anyhow::Result<String> {
 /// which has the engine check it before it admits. `warm` plays a server with stale keys
 /// that gives no such sign, by loading the engine's current scripts into it right after
 /// the restart (the engine retries 50 ms after the dropped connection, so this almost
-/// always comes first). No restart or failover does that by itself (every check renews the
+/// always comes first). A restart or failover seldom does that by itself (a check renews the
 /// claim script); older keys restored into a running server would, and only Postgres's
 /// decision stands between such a server and an oversell.
 async fn warm_up(

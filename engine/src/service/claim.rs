@@ -192,6 +192,7 @@ impl CouponEngine {
             // The first call after a Redis restart meets the dropped connection; retrying is
             // safe: if the script did run, its recorded outcome for this request id answers
             // the retry, and if the server is a new one it answers NOSCRIPT.
+            let checks_before = self.new_server_checks();
             let decision = match admit().await {
                 Err(e) if e.is_io_error() || e.is_connection_dropped() => {
                     self.note_redis_error(&e);
@@ -203,7 +204,7 @@ impl CouponEngine {
             if decision != ClaimScript::ScriptNotLoaded {
                 return Ok(decision);
             }
-            Box::pin(self.check_new_server()).await?;
+            Box::pin(self.check_new_server(checks_before)).await?;
         }
         Ok(ClaimScript::ScriptNotLoaded)
     }

@@ -11,10 +11,11 @@
 //! the claim script (Redis 7 neither persists nor replicates `SCRIPT LOAD`, and the engine
 //! loads it on masters only), so its NOSCRIPT is the sign, on the very claim that would
 //! have been admitted, that the server is new; the claim waits for the check and the
-//! rebuild, then loads the script. Every check gives the claim script a new hash, so a
-//! server that kept its scripts across a change of role (a former master that resynced as
-//! a replica and is promoted again: Redis 7 keeps them) lacks the current one. What gives
-//! no sign at all (older keys restored into a running server) is left to Postgres, which
+//! rebuild, then loads the script. A check that finds another identity gives the claim
+//! script a new hash, so a server that kept its scripts across a change of role (a former
+//! master that resynced as a replica and is promoted again: Redis 7 keeps them) lacks the
+//! current one. What gives no sign at all (older keys restored into a running server, a
+//! failback while this process ran no claim and no check) is left to Postgres, which
 //! refuses whatever stale counters admit wrongly.
 
 use std::{
@@ -57,8 +58,9 @@ impl CouponEngine {
     /// claim that saw it, and every other, is admitted only by a server already checked.
     /// Claims that meet the same server at once wait for one check and share its outcome: a
     /// failed check (Postgres down, a rebuild that failed) is not repeated by each of them.
-    pub(super) async fn check_new_server(&self) -> EngineResult<()> {
-        let seen = self.inner.new_server_checks.load(Ordering::Acquire);
+    /// `seen` is [`Self::new_server_checks`] as it was before the claim ran its script: a
+    /// check that ended since then stands for this claim too.
+    pub(super) async fn check_new_server(&self, seen: u64) -> EngineResult<()> {
         let _one_at_a_time = self.inner.new_server_gate.lock().await;
         if self.inner.new_server_checks.load(Ordering::Acquire) != seen {
             return if self.inner.new_server_check_failed.load(Ordering::Acquire) {
@@ -77,14 +79,16 @@ impl CouponEngine {
         outcome
     }
 
+    /// How many checks of a new server have ended.
+    pub(super) fn new_server_checks(&self) -> u64 {
+        self.inner.new_server_checks.load(Ordering::Acquire)
+    }
+
     async fn check_then_load_scripts(&self) -> EngineResult<()> {
         for _ in 0..MAX_CHECKS {
             // A first start or a flushed script cache is checked too: it costs one `INFO` and
             // one Postgres read, and only a changed identity makes Redis suspect.
             let (changed, checked) = self.check_identity().await?;
-            // A hash only the servers checked now are given: one demoted later and promoted
-            // again keeps this one, but the engine will have moved on to another by then.
-            self.inner.redis.renew_claim_script();
             self.inner.redis.load_scripts().await?;
             // A server that changed between the check and the load would hold the scripts
             // unchecked: take them away again, so that its claims wait here, and check it.
@@ -113,6 +117,7 @@ impl CouponEngine {
     /// [`Self::check_redis_identity`], and the identity it checked.
     async fn check_identity(&self) -> EngineResult<(bool, String)> {
         let run_id = self.inner.redis.identity().await?;
+        self.renew_claim_script_for(&run_id);
         let ns = self.inner.redis.namespace();
         let recorded = postgres::redis_identity(&self.inner.pg, ns).await?;
         if recorded.as_deref() == Some(run_id.as_str()) {
@@ -120,9 +125,6 @@ impl CouponEngine {
         }
         if let Some(old) = &recorded {
             self.suspect_redis();
-            // Every server, the new one included, answers the next claim with NOSCRIPT and
-            // waits for the check that loads the next claim script.
-            self.inner.redis.renew_claim_script();
             tracing::warn!(namespace = ns, old = %old, new = %run_id,
                 "redis restarted or failed over: rebuilding live templates before trusting its counters");
             for id in postgres::live_template_ids(&self.inner.pg).await? {
@@ -132,5 +134,23 @@ impl CouponEngine {
         // Recorded only after every rebuild succeeded: a failure is retried on the next check.
         postgres::record_redis_identity(&self.inner.pg, ns, &run_id).await?;
         Ok((recorded.is_some(), run_id))
+    }
+
+    /// Gives the claim script a new hash when Redis is not the one its hash was made for.
+    /// The scripts are loaded only on servers just checked, so a server demoted since and
+    /// promoted again (Redis 7 keeps a master's scripts through its resync as a replica)
+    /// still holds an old hash, answers NOSCRIPT to the new one and is checked before it
+    /// admits. Once per identity seen, not per check: a flushed script cache on the same
+    /// server is loaded again under the same hash, and the hashes do not pile up.
+    fn renew_claim_script_for(&self, identity: &str) {
+        let mut made_for = self
+            .inner
+            .claim_script_made_for
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if made_for.as_deref() != Some(identity) {
+            self.inner.redis.renew_claim_script();
+            *made_for = Some(identity.to_owned());
+        }
     }
 }

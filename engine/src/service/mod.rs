@@ -82,6 +82,8 @@ struct Inner {
     new_server_checks: AtomicU64,
     /// Whether the last of those checks failed (the claims that waited for it fail too).
     new_server_check_failed: AtomicBool,
+    /// The Redis identity the claim script's current hash was made for (`identity.rs`).
+    claim_script_made_for: std::sync::Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -127,6 +129,7 @@ impl CouponEngine {
                 new_server_gate: Mutex::new(()),
                 new_server_checks: AtomicU64::new(0),
                 new_server_check_failed: AtomicBool::new(false),
+                claim_script_made_for: std::sync::Mutex::new(None),
             }
         });
         if let Ok(mut slot) = inner.shutdown.try_lock() {

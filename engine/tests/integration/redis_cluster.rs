@@ -270,7 +270,7 @@ async fn a_lagging_replica_promoted_cannot_oversell() -> R {
 async fn a_former_master_promoted_again_is_checked_before_it_admits() -> R {
     // Redis 7 keeps a master's scripts when it is demoted and resyncs as a replica, so the
     // claim script it was given as a master would let it admit, stale, when it is promoted
-    // again, were the script's hash not renewed at every check.
+    // again, were the script's hash not renewed when a check finds another identity.
     let on = OnCluster::start(Variant::Correct).await?;
     let t = on.sale(100).await?;
     on.env.engine.check_redis_identity().await?;
