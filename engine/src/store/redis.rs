@@ -33,7 +33,6 @@ pub const CLAIM_SCRIPT: &str = include_str!("../../lua/claim.lua");
 /// The engine's scripts, run with EVALSHA. The others are loaded when NOSCRIPT answers them;
 /// the claim script only after the server was checked (`RedisStore::claim`).
 struct Scripts {
-    namespace: Arc<str>,
     /// The claim script of this generation (`RedisStore::renew_claim_script`).
     claim: RwLock<Arc<Script>>,
     release: Script,
@@ -47,7 +46,6 @@ struct Scripts {
 impl Scripts {
     fn load(namespace: &str) -> Self {
         Self {
-            namespace: namespace.into(),
             claim: RwLock::new(Arc::new(claim_script(namespace))),
             release: Script::new(include_str!("../../lua/release.lua")),
             unlock: Script::new(include_str!("../../lua/unlock.lua")),
@@ -69,8 +67,9 @@ impl Scripts {
 /// The claim script under a hash no server holds yet. Its NOSCRIPT is the sign that has a
 /// server checked (`service/identity.rs`), and that sign must be one only a checked server
 /// lacks: a hash of its own per namespace (with one shared hash, the first namespace checked
-/// after a restart would load it for every other), and a new one at every check (a former
-/// master promoted again still holds the hash it was given before it was demoted).
+/// after a restart would load it for every other), and a new one whenever a check finds
+/// another Redis (a former master promoted again still holds the hash it was given before
+/// it was demoted).
 fn claim_script(namespace: &str) -> Script {
     let generation = Uuid::now_v7();
     Script::new(&format!(
@@ -254,7 +253,7 @@ impl RedisStore {
             .claim
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) =
-            Arc::new(claim_script(&self.scripts.namespace));
+            Arc::new(claim_script(&self.namespace));
     }
 
     /// Gives back the stock and quota of a claim that will never be persisted.
