@@ -298,7 +298,7 @@ fn finish(
     postgres: durability::PostgresDurability,
 ) -> anyhow::Result<u8> {
     let round_ratios: Vec<_> = rounds.iter().map(|r| ratios::compute(r)).collect();
-    let spread = rounds::spread(&round_ratios);
+    let spread = rounds::spread(&round_ratios, &rounds);
     let mut ratios = rounds::median_ratios(round_ratios.first().map_or(&[], |r| r), &spread);
     let rows = rounds::median_rows(&rounds);
     let claim_goals = rounds::claim_goals(&rounds, &round_ratios);

@@ -11,7 +11,7 @@ use super::{
     durability::PostgresDurability,
     measure::Row,
     ratios::Ratio,
-    rounds::{ClaimGoals, Spread},
+    rounds::{self, ClaimGoals, Spread},
 };
 use crate::report::esc;
 
@@ -188,17 +188,33 @@ fn spread_table(s: &mut String, d: &Document) {
         "\nOver {} rounds (each measured its anchors, the engine rows, then its anchors \
          again; the values above are medians: of each row, and of each ratio over the \
          rounds):\n\n\
-         | ratio | min | median | max | goal | rounds at goal | per round |\n\
-         |---|---:|---:|---:|---:|---:|---|",
+         | ratio | min | median | max | goal | rounds at goal | quiet rounds: median (n) | per round |\n\
+         |---|---:|---:|---:|---:|---:|---:|---|",
         d.rounds
     );
     for r in &d.spread {
         let _ = writeln!(s, "| `{}` | {} |", r.key, spread_cells(r).join(" | "));
     }
+    let _ = writeln!(s, "\n{}", steal_line(d));
 }
 
-/// min, median, max, goal, rounds at goal, per round.
-fn spread_cells(r: &Spread) -> [String; 6] {
+/// Which rounds the hypervisor disturbed, and what "quiet" means in the table above.
+fn steal_line(d: &Document) -> String {
+    format!(
+        "Steal, the most the hypervisor took of the cores over one row of each round: {}. \
+         A round is quiet for a ratio when both its rows lost at most {}% to steal; the \
+         quiet median stands beside the median of all rounds, not instead of it.",
+        rounds::steal_per_round(&d.round_rows)
+            .into_iter()
+            .map(percent)
+            .collect::<Vec<_>>()
+            .join(", "),
+        rounds::QUIET_STEAL_PCT
+    )
+}
+
+/// min, median, max, goal, rounds at goal, quiet median (rounds), per round.
+fn spread_cells(r: &Spread) -> [String; 7] {
     [
         num(r.min, 2),
         num(r.median, 2),
@@ -206,6 +222,10 @@ fn spread_cells(r: &Spread) -> [String; 6] {
         r.goal.map_or("—".into(), |g| format!("≥ {g}")),
         r.rounds_at_goal
             .map_or("—".into(), |n| format!("{n} of {}", r.per_round.len())),
+        match r.quiet_median {
+            Some(m) => format!("{} ({})", num(Some(m), 2), r.quiet_rounds),
+            None => "— (0)".into(),
+        },
         r.per_round
             .iter()
             .map(|v| num(*v, 2))
@@ -389,7 +409,7 @@ fn spread_html(d: &Document) -> String {
         "<p class=\"muted\">Bars: the median over {} rounds (each measured every row once, \
          its anchors before and after the engine rows).</p>\
          <table><tr><th>ratio</th><th>min</th><th>median</th><th>max</th><th>goal</th>\
-         <th>rounds at goal</th><th>per round</th></tr>",
+         <th>rounds at goal</th><th>quiet rounds: median (n)</th><th>per round</th></tr>",
         d.rounds
     );
     for r in &d.spread {
@@ -401,6 +421,7 @@ fn spread_html(d: &Document) -> String {
         let _ = write!(s, "<td>{}</td></tr>", esc(&last));
     }
     s.push_str("</table>");
+    let _ = write!(s, "<p class=\"muted\">{}</p>", esc(&steal_line(d)));
     s
 }
 
@@ -549,7 +570,7 @@ mod tests {
     }
 
     fn doc(round_ratios: &[Vec<Ratio>]) -> Document {
-        let all = rounds::spread(round_ratios);
+        let all = rounds::spread(round_ratios, &[]);
         let ratios = rounds::median_ratios(&round_ratios[0], &all);
         let spread = if round_ratios.len() > 1 {
             all
@@ -664,10 +685,16 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("| `http_sync/pgbench_insert` | 0.70 | 0.90 | 1.10 | ≥ 1 | 1 of 3 | 1.10, 0.70, 0.90 |"),
+            md.contains("| `http_sync/pgbench_insert` | 0.70 | 0.90 | 1.10 | ≥ 1 | 1 of 3 | — (0) | 1.10, 0.70, 0.90 |"),
             "{md}"
         );
         assert!(html(&d).contains("<td>1.10, 0.70, 0.90</td>"));
+        assert!(
+            md.contains(
+                "Steal, the most the hypervisor took of the cores over one row of each round: "
+            ),
+            "{md}"
+        );
         let with_goals = Document {
             claim_goals: Some(ClaimGoals {
                 per_round: vec![true, false, false],

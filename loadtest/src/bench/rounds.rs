@@ -4,6 +4,11 @@
 //! On a shared machine whose speed drifts by up to 2× between hours, one pass can land the
 //! anchor in a slow phase and the engine in a fast one (or the other way); the median of the
 //! rounds' ratios, with its spread beside it, is the figure a reader can rely on.
+//!
+//! On a virtual machine the hypervisor may also run someone else on our cores for a while
+//! (steal): a round it hit lands low on whichever rows it hit, whatever the code did. Each
+//! ratio also gets its median over the rounds that neither of its rows lost to steal, next
+//! to (never instead of) the median of all rounds.
 
 use serde::{Deserialize, Serialize};
 
@@ -36,10 +41,48 @@ pub(crate) struct Spread {
     pub goal: Option<f64>,
     /// Rounds whose ratio met the goal (with a goal).
     pub rounds_at_goal: Option<usize>,
+    /// The median over the quiet rounds only (see [`QUIET_STEAL_PCT`]); None when no round
+    /// was quiet for this ratio or the rounds did not read steal.
+    #[serde(default)]
+    pub quiet_median: Option<f64>,
+    /// How many rounds were quiet for this ratio.
+    #[serde(default)]
+    pub quiet_rounds: usize,
 }
 
-/// The spread of every ratio over `rounds` (each round's ratios in `ratios::SPECS` order).
-pub(crate) fn spread(rounds: &[Vec<Ratio>]) -> Vec<Spread> {
+/// A round is quiet for a ratio when the hypervisor took at most this share of the cores
+/// (steal, from /proc/stat) over each of the ratio's two rows. Above a few percent the
+/// rows measured the neighbours as much as the code: 2026-12-04's noisiest rounds showed
+/// 10–34% on the rows that fell to a third of their rate (docs/speed-log.md).
+pub(crate) const QUIET_STEAL_PCT: f64 = 5.0;
+
+/// Whether both rows of `ratio` read their steal in `rows` and stayed within
+/// [`QUIET_STEAL_PCT`].
+fn quiet(ratio: &Ratio, rows: &[Row]) -> bool {
+    [&ratio.numerator, &ratio.denominator].iter().all(|key| {
+        rows.iter()
+            .find(|r| &r.key == *key)
+            .and_then(|r| r.cpu)
+            .and_then(|c| c.steal_pct)
+            .is_some_and(|steal| steal <= QUIET_STEAL_PCT)
+    })
+}
+
+/// The most steal any row of each round read (None: the round read none).
+pub(crate) fn steal_per_round(rounds: &[Vec<Row>]) -> Vec<Option<f64>> {
+    rounds
+        .iter()
+        .map(|rows| {
+            rows.iter()
+                .filter_map(|r| r.cpu.and_then(|c| c.steal_pct))
+                .reduce(f64::max)
+        })
+        .collect()
+}
+
+/// The spread of every ratio over `rounds` (each round's ratios in `ratios::SPECS` order);
+/// `rows` are the same rounds' rows, for their steal.
+pub(crate) fn spread(rounds: &[Vec<Ratio>], rows: &[Vec<Row>]) -> Vec<Spread> {
     let Some(first) = rounds.first() else {
         return Vec::new();
     };
@@ -51,7 +94,17 @@ pub(crate) fn spread(rounds: &[Vec<Ratio>]) -> Vec<Spread> {
                 .map(|round| round.iter().find(|x| x.key == r.key).and_then(|x| x.value))
                 .collect();
             let measured: Vec<f64> = per_round.iter().flatten().copied().collect();
+            let quiet_values: Vec<f64> = rounds
+                .iter()
+                .zip(rows)
+                .filter_map(|(round, rows)| {
+                    let x = round.iter().find(|x| x.key == r.key)?;
+                    if quiet(x, rows) { x.value } else { None }
+                })
+                .collect();
             Spread {
+                quiet_rounds: quiet_values.len(),
+                quiet_median: median(quiet_values),
                 key: r.key.clone(),
                 min: measured.iter().copied().reduce(f64::min),
                 max: measured.iter().copied().reduce(f64::max),
@@ -292,7 +345,7 @@ mod tests {
                 ratio("b", Some(4.0), None),
             ],
         ];
-        let s = spread(&rounds);
+        let s = spread(&rounds, &[]);
         assert_eq!(s[0].per_round, vec![Some(0.8), Some(1.1), Some(0.9)]);
         assert_eq!(
             (s[0].min, s[0].median, s[0].max),
@@ -304,6 +357,59 @@ mod tests {
         let m = median_ratios(&rounds[0], &s);
         assert_eq!(m[0].value, Some(0.9));
         assert_eq!(m[0].goal, Some(1.0));
+    }
+
+    #[test]
+    fn the_quiet_median_leaves_out_rounds_either_row_lost_to_steal() {
+        let with_steal = |key: &str, steal: Option<f64>| Row {
+            cpu: Some(PerOp {
+                server_us: 1.0,
+                client_us: 1.0,
+                postgres_us: 1.0,
+                redis_us: 1.0,
+                machine_busy_pct: Some(80.0),
+                steal_pct: steal,
+            }),
+            ..row(key, Some(1.0), 1.0)
+        };
+        let r = |v: f64| Ratio {
+            numerator: "engine".into(),
+            denominator: "anchor".into(),
+            ..ratio("e/a", Some(v), Some(1.0))
+        };
+        let rounds = vec![vec![r(1.2)], vec![r(0.3)], vec![r(0.8)], vec![r(1.1)]];
+        let rows = vec![
+            vec![
+                with_steal("engine", Some(0.0)),
+                with_steal("anchor", Some(1.0)),
+            ],
+            vec![
+                with_steal("engine", Some(34.0)),
+                with_steal("anchor", Some(1.0)),
+            ],
+            vec![
+                with_steal("engine", Some(2.0)),
+                with_steal("anchor", Some(19.0)),
+            ],
+            vec![with_steal("engine", Some(5.0)), with_steal("anchor", None)],
+        ];
+        let s = &spread(&rounds, &rows)[0];
+        assert!(
+            s.median.is_some_and(|m| (m - 0.95).abs() < 1e-9),
+            "every round still counts there: {:?}",
+            s.median
+        );
+        assert_eq!(
+            s.quiet_rounds, 1,
+            "steal on either row, or unread, is not quiet"
+        );
+        assert_eq!(s.quiet_median, Some(1.2));
+        assert_eq!(
+            steal_per_round(&rows),
+            vec![Some(1.0), Some(34.0), Some(19.0), Some(5.0)]
+        );
+        let unread = spread(&rounds, &[]);
+        assert_eq!((unread[0].quiet_rounds, unread[0].quiet_median), (0, None));
     }
 
     #[test]
