@@ -51,9 +51,10 @@ pub(crate) struct Spread {
 }
 
 /// A round is quiet for a ratio when the hypervisor took at most this share of the cores
-/// (steal, from /proc/stat) over each of the ratio's two rows. Above a few percent the
-/// rows measured the neighbours as much as the code: 2026-12-04's noisiest rounds showed
-/// 10–34% on the rows that fell to a third of their rate (docs/speed-log.md).
+/// (steal, from /proc/stat) over each of the ratio's two rows. Above a few percent a row
+/// measures the neighbours as much as the code: on 2026-12-04 the three lowest sync rounds
+/// had lost 23–34% on the sync row itself. Quiet is not fast, though: rounds with no steal
+/// also split into fast and slow ones (docs/speed-log.md).
 pub(crate) const QUIET_STEAL_PCT: f64 = 5.0;
 
 /// Whether both rows of `ratio` read their steal in `rows` and stayed within
