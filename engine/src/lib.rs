@@ -35,7 +35,7 @@ pub use error::{EngineError, EngineResult};
 pub use invariant::{Finding, Invariant};
 pub use service::{
     ClaimReceipt, CouponEngine, Rebuilt, ReconcileOptions, ReconcileReport, Redemption,
-    RefundReceipt,
+    RefundReceipt, StaleAdmissions,
 };
 pub use store::{postgres::MIGRATOR, redis_conn::RedisTarget};
 pub use variant::Variant;

@@ -52,6 +52,11 @@ pub enum Variant {
     /// so a Postgres crash loses acknowledged claims.
     #[cfg(feature = "mutants")]
     D9,
+    /// D10: a Redis new to the engine (restarted, or a promoted replica) admits before its
+    /// identity is checked: the claim that meets its NOSCRIPT loads the scripts and goes on,
+    /// on counters that may be stale until the periodic check notices.
+    #[cfg(feature = "mutants")]
+    D10,
 }
 
 impl Variant {
@@ -81,6 +86,8 @@ impl Variant {
             Self::D8,
             #[cfg(feature = "mutants")]
             Self::D9,
+            #[cfg(feature = "mutants")]
+            Self::D10,
         ]
     }
 

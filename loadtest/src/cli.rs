@@ -95,7 +95,7 @@ pub(crate) struct Cli {
     /// 8 x users].
     #[arg(long, value_name = "N")]
     pub customers: Option<usize>,
-    /// Engine variant of the in-process server: correct, or a defect mutant (d1 … d9, with
+    /// Engine variant of the in-process server: correct, or a defect mutant (d1 … d10, with
     /// d5b and d6b; see docs/ARCHITECTURE.md, "Mutants").
     #[arg(long, value_name = "NAME", default_value = "correct")]
     pub mutant: Variant,

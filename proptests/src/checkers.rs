@@ -2,7 +2,7 @@
 //! looks at the same evidence and returns findings of one type, so adding a checker is adding
 //! a line, and a case's verdict is the union of theirs.
 
-use coupon_engine::{AuditReport, Finding, Invariant};
+use coupon_engine::{AuditReport, Finding, Invariant, StaleAdmissions};
 
 use crate::{
     ack::{FinalState, check_acks},
@@ -26,15 +26,18 @@ pub struct Evidence<'a> {
     pub verdict: &'a Verdict,
     /// The errors behind `unknown` outcomes.
     pub errors: &'a [String],
+    /// Sync claims Redis admitted and Postgres refused, over the whole case.
+    pub stale_admissions: StaleAdmissions,
 }
 
 /// A checker: the findings it has on a case (an `Err` is a harness error, not a finding).
 pub type Checker = fn(&Evidence<'_>) -> anyhow::Result<Vec<Finding>>;
 
-/// Every checker, in report order: the auditor (I1–I5), the acknowledgements (I6, I7),
-/// linearizability (I8), liveness (I9).
-pub const CHECKERS: [(&str, Checker); 4] = [
+/// Every checker, in report order: the auditor (I1–I5), Redis's admissions (I2, I3 while
+/// the case ran), the acknowledgements (I6, I7), linearizability (I8), liveness (I9).
+pub const CHECKERS: [(&str, Checker); 5] = [
     ("auditor", auditor),
+    ("admissions", admissions),
     ("acknowledgements", acknowledgements),
     ("linearizability", linearizability),
     ("liveness", liveness),
@@ -62,6 +65,46 @@ fn auditor(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
                 .map(move |v| Finding::new(v.invariant, format!("template {i}: {}", v.detail)))
         })
         .collect())
+}
+
+/// The auditor sees I2 and I3 at quiescence; this is their live side. A Redis whose counters
+/// are behind Postgres admits claims Postgres then refuses (sync mode counts them). After a
+/// restart or a promotion Redis must be checked and rebuilt before it admits
+/// (docs/ARCHITECTURE.md, "A Redis that lies"), so any such refusal is a finding, unless a
+/// fault of the case leaves stale counters with no sign to act on (an eviction, a server
+/// given the scripts beforehand), which Postgres alone answers for.
+fn admissions(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
+    if ev
+        .scenario
+        .faults
+        .iter()
+        .any(|f| f.fault.stales_redis_without_a_sign())
+    {
+        return Ok(Vec::new());
+    }
+    let stale = ev.stale_admissions;
+    let mut findings = Vec::new();
+    if stale.stock_empty > 0 {
+        findings.push(Finding::new(
+            Invariant::I2,
+            format!(
+                "Redis admitted {} claims that Postgres refused for stock: its stock counter \
+                 was behind Postgres's when it admitted them",
+                stale.stock_empty
+            ),
+        ));
+    }
+    if stale.user_limit > 0 {
+        findings.push(Finding::new(
+            Invariant::I3,
+            format!(
+                "Redis admitted {} claims that Postgres refused for the per-user limit: its \
+                 per-user count was behind Postgres's when it admitted them",
+                stale.user_limit
+            ),
+        ));
+    }
+    Ok(findings)
 }
 
 /// What clients were told against the final state.

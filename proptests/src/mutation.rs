@@ -72,6 +72,7 @@ pub fn defect(v: Variant) -> &'static str {
         "d7" => "no idempotency key: retries claim again",
         "d8" => "claim batch inserts whatever Redis admitted: no stock or limit check in Postgres",
         "d9" => "claim batch answered when it commits, before the commit is durable",
+        "d10" => "a restarted Redis admits before its identity is checked and its counters rebuilt",
         _ => "none (the real engine)",
     }
 }
@@ -89,12 +90,14 @@ pub fn max_faults(v: Variant) -> usize {
 /// always hold claims there and drop the keys meanwhile (docs/ARCHITECTURE.md, "Rebuild and
 /// fencing").
 /// Trusting Redis (D8) only shows when Redis comes back stale while claims go on, so its
-/// cases are rushes of claims through a restart of Redis from an older snapshot.
+/// cases are rushes of claims through a restart of Redis from an older snapshot; admitting
+/// on an unchecked new server (D10) too, through a restart that answers NOSCRIPT.
 fn strategy(v: Variant, cfg: &PropertyConfig) -> BoxedStrategy<Scenario> {
     let base = scenarios(cfg.max_processes, cfg.max_ops, cfg.max_faults);
     match v.name().as_str() {
         "d6b" => rebuild_race(base),
         "d8" => stale_restart(claim_rush(cfg.max_processes, cfg.max_ops)),
+        "d10" => cold_stale_restart(claim_rush(cfg.max_processes, cfg.max_ops)),
         "d9" => postgres_crash(base),
         "d5b" => unknown_outcomes(base),
         _ => base.boxed(),
@@ -127,6 +130,15 @@ fn stale_restart(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStrate
     rolled_back_mid_run(base, 5..=40, |lag_ms| Fault::StaleRdbRestart {
         lag_ms,
         warm_scripts: true,
+    })
+}
+
+/// The same restart, cold: the server comes back without the engine's scripts, as a real
+/// one does, and its NOSCRIPT is the sign the engine must act on before it admits.
+fn cold_stale_restart(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStrategy<Scenario> {
+    rolled_back_mid_run(base, 5..=40, |lag_ms| Fault::StaleRdbRestart {
+        lag_ms,
+        warm_scripts: false,
     })
 }
 
@@ -259,14 +271,18 @@ pub fn score(v: Variant, cases: u32, shrink: u32) -> MutantScore {
     let mut o = check_with(&cfg, strategy(v, &cfg));
     if v == Variant::Correct {
         // The correct engine must also pass the runs aimed at the rebuild race (D6b), at
-        // a stale Redis (D8) and at claims of unknown outcome (D5b).
+        // a stale Redis with and without a sign (D8, D10) and at claims of unknown outcome
+        // (D5b).
         type Aimed = fn(usize, usize) -> BoxedStrategy<Scenario>;
-        let aimed: [(&str, Aimed); 3] = [
+        let aimed: [(&str, Aimed); 4] = [
             ("correct_rebuild_race", |p, o| {
                 rebuild_race(scenarios(p, o, 0))
             }),
             ("correct_stale_restart", |p, o| {
                 stale_restart(claim_rush(p, o))
+            }),
+            ("correct_cold_stale_restart", |p, o| {
+                cold_stale_restart(claim_rush(p, o))
             }),
             ("correct_unknown_outcomes", |p, o| {
                 unknown_outcomes(scenarios(p, o, 0))

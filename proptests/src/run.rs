@@ -196,6 +196,7 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         audits: &audits,
         verdict: &verdict,
         errors: &errors,
+        stale_admissions: engine.stale_admissions(),
     })?;
     engine.shutdown().await;
     drop(env);

@@ -143,6 +143,21 @@ impl Fault {
         )
     }
 
+    /// True if the fault can leave Redis's counters behind Postgres with no sign the engine
+    /// could act on before admitting: an evicted key, an aborted rebuild's unfenced state,
+    /// or a restarted or promoted server given the engine's scripts beforehand (it answers
+    /// no NOSCRIPT). Postgres refuses what such counters admit wrongly; every other loss
+    /// (a restart, a promotion, dropped keys) is noticed before the next admission.
+    pub fn stales_redis_without_a_sign(&self) -> bool {
+        match self {
+            Self::EvictKey { .. } | Self::AbortRebuild { .. } => true,
+            Self::StaleRdbRestart { warm_scripts, .. }
+            | Self::AofLossRestart { warm_scripts, .. }
+            | Self::LaggingTakeover { warm_scripts, .. } => *warm_scripts,
+            _ => false,
+        }
+    }
+
     /// True if the fault acts on a Postgres of the case's own.
     pub fn needs_own_postgres(&self) -> bool {
         matches!(self, Self::CrashPostgres)

@@ -13,7 +13,7 @@ use coupon_engine::Variant;
 struct Cli {
     #[command(flatten)]
     server: server::ServerArgs,
-    /// The engine to serve: correct, or a defect mutant (d1 … d9,
+    /// The engine to serve: correct, or a defect mutant (d1 … d10,
     /// with d5b and d6b; see docs/ARCHITECTURE.md, "Mutants").
     #[arg(long, value_name = "NAME", env = "COUPON_MUTANT")]
     mutant: Variant,

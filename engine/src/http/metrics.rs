@@ -108,8 +108,9 @@ impl Metrics {
     }
 }
 
-/// The engine's own series: sync group-commit batch sizes and, in async mode, the
-/// acknowledged claims Postgres refused (each one a lost acknowledgement).
+/// The engine's own series: sync group-commit batch sizes, the sync claims Redis admitted
+/// on stale counters and, in async mode, the acknowledged claims Postgres refused (each one
+/// a lost acknowledgement).
 pub fn render_engine(out: &mut String, engine: &crate::CouponEngine) {
     let h = engine.batch_sizes();
     let _ = writeln!(
@@ -137,4 +138,19 @@ pub fn render_engine(out: &mut String, engine: &crate::CouponEngine) {
         "coupon_async_acks_refused_total {}",
         engine.acknowledged_claims_refused()
     );
+    let stale = engine.stale_admissions();
+    let _ = writeln!(
+        out,
+        "# HELP coupon_sync_stale_admissions_total Sync claims Redis admitted and Postgres refused: Redis's counters were behind Postgres (a stale restart, a lagging replica, an evicted key)."
+    );
+    let _ = writeln!(out, "# TYPE coupon_sync_stale_admissions_total counter");
+    for (reason, n) in [
+        ("stock_empty", stale.stock_empty),
+        ("user_limit", stale.user_limit),
+    ] {
+        let _ = writeln!(
+            out,
+            "coupon_sync_stale_admissions_total{{reason=\"{reason}\"}} {n}"
+        );
+    }
 }

@@ -13,11 +13,13 @@
 //! batcher.
 
 mod claim;
+mod identity;
 mod rebuild;
 mod redeem;
 mod refund;
 
 pub(crate) use claim::{admit, claim, persist};
+pub(crate) use identity::check_new_server;
 pub(crate) use rebuild::rebuild;
 pub(crate) use redeem::redeem;
 pub(crate) use refund::refund;

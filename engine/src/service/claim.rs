@@ -301,6 +301,7 @@ impl CouponEngine {
                 // Redis admitted what Postgres refused: Redis is stale (an old snapshot,
                 // a lagging replica, an evicted key). The refusal stands; Redis is
                 // rebuilt from Postgres before it admits again.
+                self.note_stale_admission(template_id, &verdict);
                 self.resync_after_refusal(template_id, grant.epoch).await;
                 Err(match verdict {
                     Verdict::StockEmpty => EngineError::StockEmpty,
@@ -339,8 +340,6 @@ impl CouponEngine {
     /// After Postgres refused what Redis admitted. The claim's answer does not depend on
     /// this repair, so a failure is logged, not returned.
     async fn resync_after_refusal(&self, template_id: TemplateId, epoch: i64) {
-        // Debug: a stale Redis makes every claim in flight say this; the rebuild (once) warns.
-        tracing::debug!(%template_id, epoch, "postgres refused a claim redis admitted; rebuilding redis");
         if let Err(e) = self.resync(template_id, Trigger::Disagrees(epoch)).await {
             tracing::warn!(error = %e, %template_id, "rebuild after a refusal failed; the reconciler retries");
         }

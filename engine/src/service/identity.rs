@@ -61,6 +61,10 @@ impl CouponEngine {
     /// `seen` is [`Self::new_server_checks`] as it was before the claim ran its script: a
     /// check that ended since then stands for this claim too.
     pub(super) async fn check_new_server(&self, seen: u64) -> EngineResult<()> {
+        #[cfg(feature = "mutants")]
+        if let Some(r) = Box::pin(crate::mutants::check_new_server(self)).await {
+            return r;
+        }
         let _one_at_a_time = self.inner.new_server_gate.lock().await;
         if self.inner.new_server_checks.load(Ordering::Acquire) != seen {
             return if self.inner.new_server_check_failed.load(Ordering::Acquire) {

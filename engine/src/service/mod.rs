@@ -12,6 +12,7 @@ mod reconcile;
 mod redeem;
 mod refund;
 mod risky_settings;
+mod stale_admissions;
 mod suspect;
 
 use std::{
@@ -35,6 +36,7 @@ pub(crate) use reconcile::pending_per_user;
 pub use reconcile::{ReconcileOptions, ReconcileReport, TemplateDrift};
 pub use redeem::Redemption;
 pub use refund::RefundReceipt;
+pub use stale_admissions::StaleAdmissions;
 
 use crate::{
     config::{EngineConfig, Persistence},
@@ -73,6 +75,8 @@ struct Inner {
     failpoints: Failpoints,
     /// Async mode: acknowledged claims Postgres refused (lost acknowledgements).
     acks_refused: AtomicU64,
+    /// Sync mode: claims Redis admitted and Postgres refused (`claim.rs`).
+    stale_admissions: stale_admissions::Counts,
     /// Until when (ms since the Unix epoch) Redis refusals are checked against Postgres.
     redis_suspect_until: AtomicU64,
     /// One check at a time of a server that answered NOSCRIPT (`identity.rs`).
@@ -125,6 +129,7 @@ impl CouponEngine {
                 shutdown: Mutex::new(None),
                 failpoints: Failpoints::default(),
                 acks_refused: AtomicU64::new(0),
+                stale_admissions: stale_admissions::Counts::default(),
                 redis_suspect_until: AtomicU64::new(0),
                 new_server_gate: Mutex::new(()),
                 new_server_checks: AtomicU64::new(0),

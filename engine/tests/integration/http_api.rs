@@ -512,6 +512,11 @@ async fn openapi_lists_every_route_and_metrics_parse() {
         "{text}"
     );
     assert!(text.contains("coupon_pending_intents 0"), "{text}");
+    // Redis refused "b" itself: a refusal of what Redis admitted is another series.
+    assert!(
+        text.contains("coupon_sync_stale_admissions_total{reason=\"stock_empty\"} 0"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -161,6 +161,13 @@ async fn a_restart_from_an_older_snapshot_cannot_oversell() -> R {
         issued, 100,
         "exactly total_stock coupons, whatever Redis believed"
     );
+    // Checked and rebuilt before its first admission, the restarted server admitted
+    // nothing Postgres then had to refuse.
+    assert_eq!(
+        env.engine.stale_admissions().total(),
+        0,
+        "a restarted Redis admitted on stale counters"
+    );
     // The NOSCRIPT check rebuilt Redis; after a reconcile it agrees with the record.
     env.engine
         .reconcile_with(ReconcileOptions {
@@ -220,6 +227,10 @@ async fn a_stale_restart_that_gives_no_noscript_cannot_oversell_either() -> R {
         issued, 100,
         "Postgres decides what the stale counters admit"
     );
+    // Stale counters (50 left where Postgres had 10) admitted past the stock; Postgres
+    // refused, and the refusals are counted (`/metrics`).
+    let stale = env.engine.stale_admissions();
+    assert!(stale.stock_empty >= 1, "{stale:?}");
     drop(env);
     Ok(())
 }
@@ -246,6 +257,20 @@ async fn the_identity_watch_rebuilds_a_restarted_redis_before_the_sale_goes_on()
     }
     assert_eq!(stock, Some(70), "stale stock 100 must be rebuilt to 70");
     assert!(e.audit(t.id).await?.ok());
+    drop(env);
+    Ok(())
+}
+
+#[tokio::test]
+async fn without_the_new_server_check_a_cold_restart_admits_on_stale_counters() -> R {
+    // Mutant D10 lets the server that answered NOSCRIPT admit at once. Postgres still
+    // refuses what the stale counters admit wrongly, so nothing oversells: the refusals,
+    // counted, are what shows the check missing (and what the property tests kill it by).
+    let Own { env, mut redis } = env_on_own_redis(Variant::D10, false).await?;
+    let issued = sell_through_a_stale_restart(&env, &mut redis, Scripts::Cold).await?;
+    assert_eq!(issued, 100, "Postgres decides whatever Redis admitted");
+    let stale = env.engine.stale_admissions();
+    assert!(stale.stock_empty >= 1, "{stale:?}");
     drop(env);
     Ok(())
 }
