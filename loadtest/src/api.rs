@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use coupon_engine::{AuditReport, Coupon, Discount, NewTemplate, RefundPolicy};
+use coupon_engine::{AuditReport, Coupon, Discount, NewTemplate, RefundPolicy, StaleAdmissions};
 use reqwest::Method;
 use serde::{Deserialize, de::DeserializeOwned};
 use uuid::Uuid;
@@ -162,5 +162,71 @@ impl Api {
     pub(crate) async fn wallet(&self, token: &str) -> anyhow::Result<Vec<Coupon>> {
         self.call(Method::GET, "/v1/users/me/coupons", Some(token), None)
             .await
+    }
+
+    /// `GET /metrics`: the server's sync claims that Redis admitted and Postgres refused
+    /// since it started (None: the server does not export them).
+    pub(crate) async fn stale_admissions(&self) -> anyhow::Result<Option<StaleAdmissions>> {
+        let what = format!("GET {}/metrics", self.base);
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .with_context(|| what.clone())?
+            .error_for_status()
+            .with_context(|| what.clone())?
+            .text()
+            .await
+            .with_context(|| format!("{what}: reading the body"))?;
+        Ok(parse_stale_admissions(&text))
+    }
+}
+
+/// The `coupon_sync_stale_admissions_total` series of a Prometheus text page.
+fn parse_stale_admissions(metrics: &str) -> Option<StaleAdmissions> {
+    let mut found = None::<StaleAdmissions>;
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("coupon_sync_stale_admissions_total{reason=\"") else {
+            continue;
+        };
+        let Some((reason, value)) = rest.split_once("\"} ") else {
+            continue;
+        };
+        let Ok(n) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        let counts = found.get_or_insert_with(StaleAdmissions::default);
+        match reason {
+            "stock_empty" => counts.stock_empty = n as u64,
+            "user_limit" => counts.user_limit = n as u64,
+            _ => {}
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_admissions_are_read_from_the_metrics_page() {
+        let page = "# HELP coupon_sync_stale_admissions_total …\n\
+                    # TYPE coupon_sync_stale_admissions_total counter\n\
+                    coupon_sync_stale_admissions_total{reason=\"stock_empty\"} 7\n\
+                    coupon_sync_stale_admissions_total{reason=\"user_limit\"} 2\n\
+                    coupon_async_acks_refused_total 5\n";
+        assert_eq!(
+            parse_stale_admissions(page),
+            Some(StaleAdmissions {
+                stock_empty: 7,
+                user_limit: 2
+            })
+        );
+        assert_eq!(
+            parse_stale_admissions("coupon_async_acks_refused_total 0\n"),
+            None
+        );
     }
 }

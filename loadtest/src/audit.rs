@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use crate::{
     acks::Recorded,
+    admissions::RunAdmissions,
     api::Api,
     checks::{self, Evidence, InvariantResult},
     progress::phase,
@@ -24,6 +25,7 @@ pub(crate) async fn audit_all(
     templates: &[TemplateInfo],
     customers: &[Customer],
     recorded: &Recorded,
+    stale_admissions: Option<RunAdmissions>,
 ) -> anyhow::Result<(Vec<AuditReport>, Vec<InvariantResult>)> {
     phase(
         "audit",
@@ -44,6 +46,7 @@ pub(crate) async fn audit_all(
         templates,
         audits: &audits,
         wallets: &wallets,
+        stale_admissions,
     });
     Ok((audits, invariants))
 }

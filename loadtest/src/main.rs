@@ -10,6 +10,7 @@
 //! 2 threshold or regression, 3 setup error.
 
 mod acks;
+mod admissions;
 mod api;
 mod attack;
 mod audit;

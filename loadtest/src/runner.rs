@@ -12,6 +12,7 @@ use time::{OffsetDateTime, macros::format_description};
 
 use crate::{
     acks::AckLog,
+    admissions::AdmissionsProbe,
     attack, audit, baseline,
     checks::InvariantResult,
     cli::Settings,
@@ -77,6 +78,7 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
     ctx.service_token = fixture.service_token.as_deref().map(Arc::from);
     ctx.acks = AckLog::streaming_to(&dir.join(record::ACKS_FILE))?;
     let ctx = Arc::new(ctx);
+    let probe = AdmissionsProbe::start(&fixture.bases).await;
     let nemesis = start_nemesis(&s, &fixture)?;
     let attack = attack::run(&s, ctx.clone(), &dir).await?;
     let nemesis = match nemesis {
@@ -114,6 +116,7 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
             &fixture.templates,
             &fixture.customers,
             &recorded,
+            probe.during_run().await,
         )
         .await?
     };

@@ -7,6 +7,7 @@
 //! requests whose outcome is unknown (timeouts, 5xx), which are allowed to have taken effect
 //! or not.
 
+mod admissions;
 mod auditor;
 mod claims;
 mod limits;
@@ -26,6 +27,7 @@ use uuid::Uuid;
 
 use crate::{
     acks::{Event, Op, Outcome},
+    admissions::RunAdmissions,
     templates::TemplateInfo,
 };
 
@@ -62,14 +64,20 @@ pub(crate) struct Evidence<'a> {
     pub audits: &'a [AuditReport],
     /// Every shopper's coupons after the run, by user id.
     pub wallets: &'a HashMap<String, Vec<Coupon>>,
+    /// Sync claims the servers' Redis admitted and Postgres refused during the run (None:
+    /// not read).
+    pub stale_admissions: Option<RunAdmissions>,
 }
 
 /// The invariants the load test judges, and where the evidence of each comes from (their
 /// titles are the engine's catalog's).
 const SOURCES: [(Invariant, &str); 7] = [
     (Invariant::I1, "auditor + acknowledgements"),
-    (Invariant::I2, "auditor"),
-    (Invariant::I3, "auditor + acknowledgements + wallets"),
+    (Invariant::I2, "auditor + servers' /metrics"),
+    (
+        Invariant::I3,
+        "auditor + acknowledgements + wallets + servers' /metrics",
+    ),
     (Invariant::I4, "auditor + acknowledgements"),
     (Invariant::I5, "auditor + cross-user attempts"),
     (Invariant::I6, "acknowledgements + wallets"),
@@ -223,6 +231,7 @@ pub(crate) fn failures(invariants: &[InvariantResult]) -> Vec<String> {
 pub(crate) fn evaluate(ev: &Evidence<'_>) -> Vec<InvariantResult> {
     let mut f = Findings::default();
     auditor::check(ev, &mut f);
+    admissions::check(ev, &mut f);
     let answers = Answers::of(ev);
     let granted = claims::idempotency(&answers.keys, ev.refusals_not_kept, &mut f);
     limits::stock(ev, &answers, &granted, &mut f);

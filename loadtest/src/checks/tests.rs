@@ -69,6 +69,14 @@ fn wallet_coupon(
     }
 }
 
+fn no_stale_admissions() -> RunAdmissions {
+    RunAdmissions {
+        counts: coupon_engine::StaleAdmissions::default(),
+        servers: 1,
+        of: 1,
+    }
+}
+
 fn failed(results: &[InvariantResult]) -> Vec<String> {
     results
         .iter()
@@ -103,6 +111,7 @@ fn a_clean_history_passes() {
         templates: std::slice::from_ref(&t),
         audits: &audits,
         wallets: &wallets,
+        stale_admissions: Some(no_stale_admissions()),
     });
     assert!(failed(&r).is_empty(), "{r:#?}");
 }
@@ -132,6 +141,7 @@ fn oversell_double_use_authz_and_lost_acks_are_caught() {
         templates: std::slice::from_ref(&t),
         audits: &audits,
         wallets: &wallets,
+        stale_admissions: None,
     });
     assert_eq!(failed(&r), ["I1", "I4", "I5", "I6"], "{r:#?}");
 }
@@ -156,6 +166,7 @@ fn retries_must_answer_the_same() {
         templates: std::slice::from_ref(&t),
         audits: &audits,
         wallets: &wallets,
+        stale_admissions: None,
     });
     assert_eq!(failed(&r), ["I7"], "{r:#?}");
     let i7 = r.iter().find(|x| x.id == "I7").map(|x| x.details.len());
@@ -185,6 +196,7 @@ fn unknown_outcomes_excuse_extra_coupons_but_not_more() {
         templates: std::slice::from_ref(&t),
         audits: &audits,
         wallets: &one,
+        stale_admissions: None,
     });
     assert!(failed(&r).is_empty(), "{r:#?}");
     let two = HashMap::from([(
@@ -200,6 +212,7 @@ fn unknown_outcomes_excuse_extra_coupons_but_not_more() {
         templates: std::slice::from_ref(&t),
         audits: &audits,
         wallets: &two,
+        stale_admissions: None,
     });
     assert_eq!(failed(&r), ["I6"]);
 }
@@ -233,6 +246,53 @@ fn refunds_to_stock_free_the_stock() {
         templates: std::slice::from_ref(&t),
         audits: &audits,
         wallets: &wallets,
+        stale_admissions: None,
     });
     assert!(failed(&r).is_empty(), "{r:#?}");
+}
+
+#[test]
+fn claims_a_stale_redis_admitted_and_postgres_refused_fail_i2_and_i3() {
+    // Every answer right and the audit clean: only the servers' counts show that Redis
+    // admitted on counters behind Postgres's.
+    let t = template(1, 1, RefundPolicy::ReturnToUser);
+    let c = Uuid::new_v4();
+    let events = vec![
+        claim(&t, "a", "r1", 201, Some(c)),
+        claim(&t, "b", "r2", 409, None),
+    ];
+    let wallets = HashMap::from([
+        (
+            "a".to_owned(),
+            vec![wallet_coupon(&t, "a", c, CouponStatus::Issued, None)],
+        ),
+        ("b".to_owned(), vec![]),
+    ]);
+    let audits = vec![audit(&t)];
+    let evaluate_with = |stock_empty, user_limit| {
+        evaluate(&Evidence {
+            refusals_not_kept: 0,
+            events: &events,
+            templates: std::slice::from_ref(&t),
+            audits: &audits,
+            wallets: &wallets,
+            stale_admissions: Some(RunAdmissions {
+                counts: coupon_engine::StaleAdmissions {
+                    stock_empty,
+                    user_limit,
+                },
+                servers: 2,
+                of: 3,
+            }),
+        })
+    };
+    assert!(failed(&evaluate_with(0, 0)).is_empty());
+    assert_eq!(failed(&evaluate_with(1, 0)), ["I2"]);
+    assert_eq!(failed(&evaluate_with(0, 2)), ["I3"]);
+    let r = evaluate_with(3, 0);
+    let i2 = r.iter().find(|r| r.id == "I2").expect("I2 is judged");
+    assert!(
+        i2.details[0].contains("3 sync claims") && i2.details[0].contains("2 of 3 servers"),
+        "{i2:?}"
+    );
 }
