@@ -8,6 +8,7 @@ pub mod extract;
 pub mod metrics;
 pub mod openapi;
 pub mod routes;
+pub mod runtime;
 
 use std::{future::Future, sync::Arc};
 

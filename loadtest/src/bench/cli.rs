@@ -22,9 +22,10 @@ pub(crate) struct BenchCli {
     /// Concurrent clients of the Redis and engine rows.
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub connections: usize,
-    /// Tokio worker threads of the engine's HTTP server. One by default: on a small machine
-    /// where the load generator, Redis and Postgres share the cores with the server, a
-    /// second worker mostly adds cross-thread wake-ups (docs/speed-log.md).
+    /// Tokio worker threads of the engine's HTTP server, as `coupon-server --worker-threads`.
+    /// One by default (a current-thread runtime): on a small machine where the load
+    /// generator, Redis and Postgres share the cores with the server, a second worker mostly
+    /// adds cross-thread wake-ups (docs/speed-log.md).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub server_threads: usize,
     /// Concurrent clients of the pgbench rows.

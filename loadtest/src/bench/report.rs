@@ -97,10 +97,11 @@ pub(crate) fn server_words(threads: Option<usize>) -> String {
     threads.map_or_else(String::new, |n| format!("{} · ", server_threads(n)))
 }
 
-/// "server on N Tokio worker thread(s)": the header's words, also the console's.
+/// "server on N Tokio worker threads" (one: a current-thread runtime): the header's words,
+/// also the console's.
 pub(crate) fn server_threads(n: usize) -> String {
     match n {
-        1 => "server on 1 Tokio worker thread".to_owned(),
+        1 => "server on 1 Tokio thread (current-thread runtime)".to_owned(),
         n => format!("server on {n} Tokio worker threads"),
     }
 }
@@ -614,8 +615,10 @@ mod tests {
             server_threads: Some(1),
             ..flushed.clone()
         };
-        assert!(markdown(&one_worker).contains("server on 1 Tokio worker thread · "));
-        assert!(html(&one_worker).contains("server on 1 Tokio worker thread · "));
+        assert!(
+            markdown(&one_worker).contains("server on 1 Tokio thread (current-thread runtime) · ")
+        );
+        assert!(html(&one_worker).contains("server on 1 Tokio thread (current-thread runtime) · "));
         assert!(
             md.contains(
                 "Postgres: fsync=on, synchronous_commit=on (a Postgres cluster the bench started)"

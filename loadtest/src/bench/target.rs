@@ -49,10 +49,9 @@ impl Target {
         let thread = std::thread::Builder::new()
             .name("bench-server".into())
             .spawn(move || -> anyhow::Result<()> {
-                let rt = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(worker_threads.max(1))
+                // Built as `coupon-server --worker-threads N` builds its runtime.
+                let rt = coupon_engine::http::runtime::builder(Some(worker_threads.max(1)))
                     .thread_name("bench-server-rt")
-                    .enable_all()
                     .build()
                     .context("server runtime")?;
                 rt.block_on(async move {

@@ -91,19 +91,16 @@ pub struct ServerArgs {
     group_commit_wait_ms: u64,
     /// Tokio worker threads that serve requests (default: one per CPU). On a machine whose
     /// cores the server shares with Redis and Postgres, fewer workers than cores wake each
-    /// other less often, and that is CPU the stores get (docs/speed-log.md).
+    /// other less often, and that is CPU the stores get; one runs everything on the main
+    /// thread, on a current-thread runtime, the cheapest (docs/speed-log.md).
     #[arg(long, env = "COUPON_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     worker_threads: Option<u16>,
 }
 
-/// The runtime the server runs on, with `--worker-threads` workers.
+/// The runtime the server runs on, with `--worker-threads` workers (one: the main thread
+/// runs everything, `coupon_engine::http::runtime`).
 pub fn runtime(args: &ServerArgs) -> anyhow::Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = args.worker_threads {
-        builder.worker_threads(usize::from(n));
-    }
-    builder
-        .enable_all()
+    coupon_engine::http::runtime::builder(args.worker_threads.map(usize::from))
         .build()
         .context("starting the Tokio runtime")
 }
