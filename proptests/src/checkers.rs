@@ -82,29 +82,7 @@ fn admissions(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
     {
         return Ok(Vec::new());
     }
-    let stale = ev.stale_admissions;
-    let mut findings = Vec::new();
-    if stale.stock_empty > 0 {
-        findings.push(Finding::new(
-            Invariant::I2,
-            format!(
-                "Redis admitted {} claims that Postgres refused for stock: its stock counter \
-                 was behind Postgres's when it admitted them",
-                stale.stock_empty
-            ),
-        ));
-    }
-    if stale.user_limit > 0 {
-        findings.push(Finding::new(
-            Invariant::I3,
-            format!(
-                "Redis admitted {} claims that Postgres refused for the per-user limit: its \
-                 per-user count was behind Postgres's when it admitted them",
-                stale.user_limit
-            ),
-        ));
-    }
-    Ok(findings)
+    Ok(ev.stale_admissions.findings())
 }
 
 /// What clients were told against the final state.

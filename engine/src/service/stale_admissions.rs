@@ -7,7 +7,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::CouponEngine;
-use crate::{domain::ids::TemplateId, store::arbiter::Verdict};
+use crate::{
+    domain::ids::TemplateId,
+    invariant::{Finding, Invariant},
+    store::arbiter::Verdict,
+};
 
 /// Sync-mode claims Redis admitted and Postgres refused since the engine started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -24,6 +28,33 @@ impl StaleAdmissions {
     /// Both kinds together.
     pub fn total(&self) -> u64 {
         self.stock_empty + self.user_limit
+    }
+
+    /// What the counts say against the invariants whose Redis side they break: I2 (Redis's
+    /// stock counter agrees with Postgres) and I3 (so does each user's count). None when
+    /// both are zero.
+    pub fn findings(&self) -> Vec<Finding> {
+        [
+            (Invariant::I2, self.stock_empty, "stock", "stock counter"),
+            (
+                Invariant::I3,
+                self.user_limit,
+                "the per-user limit",
+                "per-user count",
+            ),
+        ]
+        .into_iter()
+        .filter(|(_, n, _, _)| *n > 0)
+        .map(|(invariant, n, refused_for, counter)| {
+            Finding::new(
+                invariant,
+                format!(
+                    "Redis admitted {n} sync claims that Postgres refused for {refused_for}: \
+                     its {counter} was behind Postgres's when it admitted them"
+                ),
+            )
+        })
+        .collect()
     }
 }
 
