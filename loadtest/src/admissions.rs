@@ -16,7 +16,8 @@ pub(crate) struct AdmissionsProbe {
 
 impl AdmissionsProbe {
     /// Reads every server's count now. A server that cannot be read, or does not export the
-    /// series, is left out of the check (said in the report), not failed.
+    /// series, is left out of the check, not failed: the report names how many of the
+    /// servers were read, and has no such line when none was.
     pub(crate) async fn start(bases: &[String]) -> Self {
         let mut servers = Vec::new();
         for base in bases {
