@@ -110,16 +110,12 @@ fn strategy(v: Variant, cfg: &PropertyConfig) -> BoxedStrategy<Scenario> {
 /// user hold two coupons, so the retry's second coupon is one no single claim explains.
 /// (Left to the generic scenarios, it needed up to 55 cases.)
 fn unknown_outcomes(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStrategy<Scenario> {
-    (base, 1u32..=3)
-        .prop_map(|(mut s, n)| {
+    first_claims_fail(base, |n| Fault::FailClaimAfterPersist { n })
+        .prop_map(|mut s| {
             for t in &mut s.templates {
                 t.stock = t.stock.max(2);
                 t.per_user_limit = t.per_user_limit.max(2);
             }
-            s.faults = vec![TimedFault {
-                at_ms: 0,
-                fault: Fault::FailClaimAfterPersist { n },
-            }];
             s
         })
         .boxed()
@@ -129,15 +125,21 @@ fn unknown_outcomes(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStr
 /// there: every case fails its first claims at that point. Left to the generic scenarios,
 /// where that fault is one of many, it once survived CI's 40 cases.
 fn failed_after_redis(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStrategy<Scenario> {
-    (base, 1u32..=3)
-        .prop_map(|(mut s, n)| {
-            s.faults = vec![TimedFault {
-                at_ms: 0,
-                fault: Fault::FailClaimAfterRedis { n },
-            }];
-            s
-        })
-        .boxed()
+    first_claims_fail(base, |n| Fault::FailClaimAfterRedis { n }).boxed()
+}
+
+/// The case's only fault, from its start: its first 1–3 claims fail with `fault(n)`.
+fn first_claims_fail(
+    base: impl Strategy<Value = Scenario> + 'static,
+    fault: fn(u32) -> Fault,
+) -> impl Strategy<Value = Scenario> {
+    (base, 1u32..=3).prop_map(move |(mut s, n)| {
+        s.faults = vec![TimedFault {
+            at_ms: 0,
+            fault: fault(n),
+        }];
+        s
+    })
 }
 
 fn stale_restart(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStrategy<Scenario> {
