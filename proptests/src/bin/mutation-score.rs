@@ -10,6 +10,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
+use clap::Parser;
 use coupon_proptests::mutation::{
     MutantScore, defect, markdown, score, score_failover, selected_variants,
 };
@@ -17,13 +18,18 @@ use coupon_proptests::mutation::{
 /// Cases of the failover runs: each is a case on a Redis Cluster of its own, so fewer.
 const FAILOVER_CASES: u32 = 30;
 
+/// Run the property tests against the correct engine and every defect mutant, print the
+/// mutation table and write reports/mutation-score.md and .json. Exits 1 if a mutant
+/// survives or the correct engine fails. COUPON_VARIANTS=correct,d5 limits the variants.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Most cases per variant (a mutant's row says at which case it was killed).
+    #[arg(default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..))]
+    cases: u32,
+}
+
 fn main() -> anyhow::Result<()> {
-    let cases: u32 = match std::env::args().nth(1) {
-        Some(a) => a
-            .parse()
-            .with_context(|| format!("CASES must be a number, not {a:?}"))?,
-        None => 60,
-    };
+    let cases = Args::parse().cases;
     let mut rows = Vec::new();
     for v in selected_variants() {
         eprintln!("== {} ({} cases at most)", v.name(), cases);
