@@ -36,7 +36,7 @@ pub(crate) use reconcile::pending_per_user;
 pub use reconcile::{ReconcileOptions, ReconcileReport, TemplateDrift};
 pub use redeem::Redemption;
 pub use refund::RefundReceipt;
-pub use stale_admissions::StaleAdmissions;
+pub use stale_admissions::{StaleAdmissions, StaleCount};
 
 use crate::{
     config::{EngineConfig, Persistence},

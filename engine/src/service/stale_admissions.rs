@@ -30,31 +30,59 @@ impl StaleAdmissions {
         self.stock_empty + self.user_limit
     }
 
-    /// What the counts say against the invariants whose Redis side they break: I2 (Redis's
-    /// stock counter agrees with Postgres) and I3 (so does each user's count). None when
-    /// both are zero.
-    pub fn findings(&self) -> Vec<Finding> {
+    /// The counts by the invariant whose Redis side each breaks: I2 (Redis's stock counter
+    /// agrees with Postgres) and I3 (so does each user's count).
+    pub fn by_invariant(&self) -> [StaleCount; 2] {
         [
-            (Invariant::I2, self.stock_empty, "stock", "stock counter"),
-            (
-                Invariant::I3,
-                self.user_limit,
-                "the per-user limit",
-                "per-user count",
-            ),
+            StaleCount {
+                invariant: Invariant::I2,
+                count: self.stock_empty,
+                refused_for: "stock",
+                counter: "stock counter",
+            },
+            StaleCount {
+                invariant: Invariant::I3,
+                count: self.user_limit,
+                refused_for: "the per-user limit",
+                counter: "per-user count",
+            },
         ]
-        .into_iter()
-        .filter(|(_, n, _, _)| *n > 0)
-        .map(|(invariant, n, refused_for, counter)| {
+    }
+
+    /// The findings of [`Self::by_invariant`]; none when both counts are zero.
+    pub fn findings(&self) -> Vec<Finding> {
+        self.by_invariant()
+            .iter()
+            .filter_map(StaleCount::finding)
+            .collect()
+    }
+}
+
+/// One invariant's share of [`StaleAdmissions`].
+#[derive(Debug, Clone, Copy)]
+pub struct StaleCount {
+    /// The invariant whose Redis side these claims break.
+    pub invariant: Invariant,
+    /// Claims Redis admitted and Postgres refused for this reason.
+    pub count: u64,
+    /// What Postgres refused these claims for, in words ("stock").
+    pub refused_for: &'static str,
+    counter: &'static str,
+}
+
+impl StaleCount {
+    /// The violation these claims show, if there were any.
+    pub fn finding(&self) -> Option<Finding> {
+        (self.count > 0).then(|| {
             Finding::new(
-                invariant,
+                self.invariant,
                 format!(
-                    "Redis admitted {n} sync claims that Postgres refused for {refused_for}: \
-                     its {counter} was behind Postgres's when it admitted them"
+                    "Redis admitted {} sync claims that Postgres refused for {}: its {} was \
+                     behind Postgres's when it admitted them",
+                    self.count, self.refused_for, self.counter
                 ),
             )
         })
-        .collect()
     }
 }
 

@@ -50,7 +50,7 @@ impl Target {
             .name("bench-server".into())
             .spawn(move || -> anyhow::Result<()> {
                 // Built as `coupon-server --worker-threads N` builds its runtime.
-                let rt = coupon_engine::http::runtime::builder(Some(worker_threads.max(1)))
+                let rt = coupon_engine::http::runtime::builder(Some(worker_threads))
                     .thread_name("bench-server-rt")
                     .build()
                     .context("server runtime")?;

@@ -2,8 +2,6 @@
 //! Postgres refused (`crate::admissions`). The auditor sees both invariants at quiescence;
 //! this is what Redis believed when it admitted.
 
-use coupon_engine::Invariant;
-
 use super::{Evidence, Findings};
 
 pub(super) fn check(ev: &Evidence<'_>, f: &mut Findings) {
@@ -18,28 +16,23 @@ pub(super) fn check(ev: &Evidence<'_>, f: &mut Findings) {
             run.servers, run.of
         )
     };
-    let findings = run.counts.findings();
-    for finding in &findings {
-        f.flag(
-            finding.invariant,
-            format!(
-                "{} (coupon_sync_stale_admissions_total over {servers})",
-                finding.detail
-            ),
-        );
-    }
-    for (id, refused_for) in [
-        (Invariant::I2, "stock"),
-        (Invariant::I3, "the per-user limit"),
-    ] {
-        if !findings.iter().any(|x| x.invariant == id) {
-            f.checked(
-                id,
+    for count in run.counts.by_invariant() {
+        match count.finding() {
+            Some(finding) => f.flag(
+                finding.invariant,
                 format!(
-                    "no sync claim Redis admitted was refused by Postgres for {refused_for} \
-                     ({servers}' /metrics)"
+                    "{} (coupon_sync_stale_admissions_total over {servers})",
+                    finding.detail
                 ),
-            );
+            ),
+            None => f.checked(
+                count.invariant,
+                format!(
+                    "no sync claim Redis admitted was refused by Postgres for {} \
+                     ({servers}' /metrics)",
+                    count.refused_for
+                ),
+            ),
         }
     }
 }
