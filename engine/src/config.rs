@@ -61,9 +61,19 @@ pub struct EngineConfig {
     /// How often Redis's `run_id` is compared with the one its state was built against
     /// (zero: only when the reconciler runs).
     pub identity_check_interval: Duration,
+    /// Every claim, redeem and refund answers within this bound (docs/ARCHITECTURE.md,
+    /// "Deadlines"): past it the answer is `unavailable`, the outcome unknown, and the client
+    /// retries with the same ids. A claim batch stuck on a dead Postgres link is abandoned at
+    /// this bound, its connection dropped, and the template's next batch runs on another.
+    pub deadline: Duration,
     /// The correct engine, or (feature `mutants`) a deliberately broken one.
     pub variant: Variant,
 }
+
+/// The default [`EngineConfig::deadline`]: under the 5 s a shopper's client commonly waits,
+/// and far above a healthy claim's latency (milliseconds), so only a store that stopped
+/// answering reaches it.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(4);
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -80,6 +90,7 @@ impl Default for EngineConfig {
             group_commit_max: 512,
             group_commit_wait: Duration::ZERO,
             identity_check_interval: Duration::from_secs(1),
+            deadline: DEFAULT_DEADLINE,
             variant: Variant::Correct,
         }
     }

@@ -26,12 +26,60 @@ pub enum Failpoint {
 }
 
 /// What an armed failpoint does when reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum FailAction {
     /// Fail the next `n` passes with an `unavailable` error.
     Error(u32),
     /// Sleep this long on every pass.
     Delay(std::time::Duration),
+    /// Every pass signals the gate and waits until it is opened: a test orders events by
+    /// this barrier, never by sleeping (a sleep loses the race on a busy machine).
+    Block(Gate),
+}
+
+/// A barrier a [`FailAction::Block`] failpoint waits at.
+///
+/// `watch` channels, not `Notify`: a signal sent before anyone waits is kept, so neither
+/// side can miss the other whatever the scheduling.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    reached: std::sync::Arc<tokio::sync::watch::Sender<u32>>,
+    opened: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Gate {
+    /// A closed gate that nothing has reached yet.
+    pub fn new() -> Self {
+        Self {
+            reached: std::sync::Arc::new(tokio::sync::watch::Sender::new(0)),
+            opened: std::sync::Arc::new(tokio::sync::watch::Sender::new(false)),
+        }
+    }
+
+    /// Waits until `n` passes in all have reached the gate.
+    pub async fn reached(&self, n: u32) {
+        let mut rx = self.reached.subscribe();
+        // The sender lives in `self`, so the wait cannot fail.
+        let _ = rx.wait_for(|count| *count >= n).await;
+    }
+
+    /// Lets every pass that waits, and every later one, through.
+    pub fn open(&self) {
+        self.opened.send_replace(true);
+    }
+
+    #[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
+    async fn pass(&self) {
+        self.reached.send_modify(|count| *count += 1);
+        let mut rx = self.opened.subscribe();
+        let _ = rx.wait_for(|open| *open).await;
+    }
 }
 
 /// The failpoints of one engine.
@@ -72,7 +120,7 @@ impl Failpoints {
                         *n = n.saturating_sub(1);
                         fire.then_some(FailAction::Error(1))
                     }
-                    Some(a) => Some(*a),
+                    Some(a) => Some(a.clone()),
                     None => None,
                 },
                 Err(_) => None,
@@ -82,6 +130,7 @@ impl Failpoints {
                     return Err(EngineError::Unavailable(format!("failpoint {point:?}")));
                 }
                 Some(FailAction::Delay(d)) => tokio::time::sleep(d).await,
+                Some(FailAction::Block(gate)) => gate.pass().await,
                 None => {}
             }
         }

@@ -25,7 +25,7 @@ pub mod store;
 pub mod variant;
 
 pub use audit::AuditReport;
-pub use config::{EngineConfig, Persistence};
+pub use config::{DEFAULT_DEADLINE, EngineConfig, Persistence};
 pub use domain::{
     coupon::{Coupon, CouponStatus},
     discount::{Discount, DiscountKind},

@@ -369,8 +369,9 @@ async fn blocking<R: Send + 'static, T: Send + 'static>(
 }
 
 fn arm(fp: &coupon_engine::failpoint::Failpoints, point: Failpoint, action: FailAction) -> String {
+    let said = format!("armed {point:?} with {action:?}");
     fp.arm(point, action);
-    format!("armed {point:?} with {action:?}")
+    said
 }
 
 fn own_redis(t: &Target) -> anyhow::Result<&Arc<Mutex<LocalRedis>>> {

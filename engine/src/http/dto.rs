@@ -189,9 +189,25 @@ pub enum ErrorCode {
 /// Health of the backends.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Health {
-    /// `ok`.
-    #[schema(pattern = "^ok$")]
+    /// `ok`, or `degraded` when a store answers but slowly.
+    #[schema(pattern = "^(ok|degraded)$")]
     pub status: String,
+    /// The Postgres probe.
+    pub postgres: StoreHealthDoc,
+    /// The Redis probe.
+    pub redis: StoreHealthDoc,
+}
+
+/// One store's probe, as `/healthz` answers it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = StoreHealth)]
+pub struct StoreHealthDoc {
+    /// `ok` or `slow` (a 200 never carries `down`: a store down is a 503).
+    #[schema(pattern = "^(ok|slow|down)$")]
+    pub state: String,
+    /// How long the probe took, milliseconds.
+    #[schema(minimum = 0)]
+    pub latency_ms: u64,
 }
 
 /// A template as answered: what was given at creation, with `id`, `status` and the live

@@ -47,6 +47,15 @@ impl ApiError {
         }
     }
 
+    /// 503 `unavailable` with a message of the server's own (never a store's error text).
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: "unavailable",
+            message: message.into(),
+        }
+    }
+
     /// 401 `unauthorized`.
     pub fn unauthorized(message: &str) -> Self {
         Self {

@@ -2,6 +2,7 @@
 //! between JSON and the engine; errors map to stable codes; internals never reach clients.
 
 pub mod auth;
+pub mod deadline;
 pub mod dto;
 pub mod error;
 pub mod extract;
@@ -10,7 +11,10 @@ pub mod openapi;
 pub mod routes;
 pub mod runtime;
 
-use std::{future::Future, sync::Arc};
+use std::{
+    future::{Future, IntoFuture},
+    sync::Arc,
+};
 
 use axum::{Router, extract::DefaultBodyLimit};
 use tokio::net::TcpListener;
@@ -61,11 +65,15 @@ impl AppState {
 /// The full router: API routes, body limit, request ids and tracing.
 pub fn router(state: AppState) -> Router {
     let header = axum::http::HeaderName::from_static("x-request-id");
+    let deadline = state.engine.config().deadline;
     // Wired here, not in `routes`: the document names the routes' handlers, so routes
     // serving it would make the two modules import each other.
     routes::routes()
         .route("/openapi.json", axum::routing::get(openapi::serve))
         .with_state(state)
+        .layer(axum::middleware::from_fn(move |request, next| {
+            deadline::within(deadline, request, next)
+        }))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(PropagateRequestIdLayer::new(header.clone()))
         .layer(TraceLayer::new_for_http())
@@ -80,9 +88,38 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let engine = state.engine.clone();
-    let result = axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await;
-    engine.shutdown().await;
+    // Draining is bounded: a request in flight ends within the deadline, so a drain that
+    // takes longer waits on a connection that will never finish (a client that stopped
+    // reading); past the bound the server stops anyway.
+    let drain = engine.config().deadline + DRAIN_MARGIN;
+    let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async move {
+        shutdown.await;
+        let _ = signalled_tx.send(());
+    };
+    let serving = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown);
+    let bounded = async move {
+        let _ = signalled_rx.await;
+        tokio::time::sleep(drain).await;
+    };
+    let result = tokio::select! {
+        result = serving.into_future() => result,
+        () = bounded => {
+            tracing::warn!(drain_ms = drain.as_millis() as u64,
+                "connections still open after the drain bound; stopping anyway");
+            Ok(())
+        }
+    };
+    if tokio::time::timeout(drain, engine.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "the async persister did not drain within the bound; its pending intents stay in Redis for the reconciler"
+        );
+    }
     result
 }
+
+/// Beyond the request deadline, how long a drain may take before the server stops anyway.
+pub const DRAIN_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);

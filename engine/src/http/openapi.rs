@@ -28,7 +28,7 @@ use super::{dto, routes};
     components(schemas(
         dto::ClaimRequest, dto::ClaimResponse, dto::RedeemRequest, dto::RedeemResponse,
         dto::RefundRequest, dto::RefundResponse, dto::TokenRequest, dto::TokenResponse,
-        dto::ErrorBody, dto::ErrorDetail, dto::ErrorCode, dto::Health, dto::NewTemplateDoc,
+        dto::ErrorBody, dto::ErrorDetail, dto::ErrorCode, dto::Health, dto::StoreHealthDoc, dto::NewTemplateDoc,
         dto::TemplateDoc, dto::CouponDoc, dto::AuditDoc, dto::ViolationDoc, dto::ReconcileDoc,
         dto::DriftDoc
     )),

@@ -336,13 +336,22 @@ async fn mint_token(
 }
 
 #[utoipa::path(get, path = "/healthz",
-    responses((status = 200, body = Health, description = "Redis and Postgres answer"),
-              (status = 503, body = ErrorBody, description = UNAVAILABLE)))]
+    responses((status = 200, body = Health, description = "Redis and Postgres answer (`degraded`: one slowly)"),
+              (status = 503, body = ErrorBody, description = "A store is down; the message names it and says why")))]
 async fn health(State(s): State<AppState>) -> Response {
     timed(&s, "healthz", StatusCode::OK, async {
-        s.engine.health().await?;
+        let report = s.engine.health_report().await;
+        if report.down() {
+            return Err(ApiError::unavailable(report.summary()));
+        }
+        let doc = |h: &crate::service::StoreHealth| StoreHealthDoc {
+            state: format!("{:?}", h.state).to_lowercase(),
+            latency_ms: h.latency_ms,
+        };
         Ok(Health {
-            status: "ok".into(),
+            status: if report.degraded() { "degraded" } else { "ok" }.into(),
+            postgres: doc(&report.postgres),
+            redis: doc(&report.redis),
         })
     })
     .await

@@ -121,6 +121,8 @@ pub(super) struct Batcher {
     redis: RedisStore,
     limits: BatchLimits,
     variant: Variant,
+    /// How long a claim waits for its verdict, and a batch for Postgres.
+    deadline: Duration,
     queues: Mutex<HashMap<TemplateId, mpsc::Sender<Job>>>,
     stats: Arc<BatchStats>,
     /// The runtime the engine was built on, where every template's worker runs (None
@@ -134,6 +136,7 @@ impl Batcher {
         redis: RedisStore,
         limits: BatchLimits,
         variant: Variant,
+        deadline: Duration,
     ) -> Self {
         Self {
             pg,
@@ -143,6 +146,7 @@ impl Batcher {
                 ..limits
             },
             variant,
+            deadline,
             queues: Mutex::new(HashMap::new()),
             stats: Arc::default(),
             runtime: tokio::runtime::Handle::try_current().ok(),
@@ -171,9 +175,20 @@ impl Batcher {
             let queue = self.queue(job.template.id);
             match queue.send(job).await {
                 Ok(()) => {
-                    let verdict = answer.await.map_err(|_| {
-                        EngineError::Unavailable("the claim batcher stopped".into())
-                    })?;
+                    // Bounded: a batch abandoned at its own deadline answers sooner, but the
+                    // queue before it may be long; the claim's outcome is then unknown.
+                    let verdict = tokio::time::timeout(self.deadline, answer)
+                        .await
+                        .map_err(|_| {
+                            EngineError::Unavailable(
+                                "no verdict from Postgres within the deadline; the outcome \
+                                 is unknown: retry with the same request_id"
+                                    .into(),
+                            )
+                        })?
+                        .map_err(|_| {
+                            EngineError::Unavailable("the claim batcher stopped".into())
+                        })?;
                     self.stats
                         .waited_micros
                         .fetch_add(joined.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -212,7 +227,8 @@ impl Batcher {
                     #[cfg(feature = "mutants")]
                     waits_for_flush: self.variant.waits_for_durability(),
                     stats: self.stats.clone(),
-                    conn: BatchConnection::new(self.pg.clone()),
+                    conn: BatchConnection::judging_window(self.pg.clone()),
+                    deadline: self.deadline,
                 };
                 // On the engine's runtime, not the first claimer's: a worker, its answering
                 // tasks and the server's claims then share worker threads, and a caller on
@@ -240,6 +256,7 @@ struct Committer {
     waits_for_flush: bool,
     stats: Arc<BatchStats>,
     conn: BatchConnection,
+    deadline: Duration,
 }
 
 async fn work(mut rx: mpsc::Receiver<Job>, mut committer: Committer, limits: BatchLimits) {
@@ -303,7 +320,24 @@ impl Committer {
             let started = std::time::Instant::now();
             // A retry is safe even if an earlier commit went through unseen: the intents carry
             // their coupon ids, so the lookup then answers `Stored` for them.
-            match self.decide(&template, &intents, arbitration).await {
+            let decided =
+                tokio::time::timeout(self.deadline, self.decide(&template, &intents, arbitration))
+                    .await;
+            let Ok(decided) = decided else {
+                // Postgres did not answer within the deadline: a partition, a paused server,
+                // a stalled disk. The batch is abandoned, not retried (a retry would wait on
+                // the same dead link while the template's claims queue behind it); its
+                // connection is dropped, never reused, and its intents stay pending in
+                // Redis for the reconciler, which settles them against what Postgres
+                // committed, as it does a crashed batch's.
+                self.conn.abandon();
+                tracing::warn!(template_id = %template.id, size = intents.len(),
+                    deadline_ms = self.deadline.as_millis() as u64,
+                    "claim batch abandoned: postgres did not answer within the deadline");
+                last_error = Some("postgres did not answer within the deadline".to_owned());
+                break;
+            };
+            match decided {
                 Ok(verdicts) => {
                     stats.observe(batch.len(), started.elapsed());
                     let replies: Vec<_> = batch.into_iter().map(|j| j.reply).collect();

@@ -310,6 +310,31 @@ impl CouponEngine {
                     },
                 })
             }
+            Verdict::WindowNotOpen | Verdict::WindowClosed => {
+                // This server's clock let it admit outside the window that Postgres's clock
+                // sees (docs/ARCHITECTURE.md, "One clock"): nothing was stored; the Redis
+                // deduction is given back and the claim refused as any outside it is.
+                self.inner
+                    .redis
+                    .release(
+                        template_id,
+                        request_id,
+                        user_id,
+                        grant.epoch,
+                        grant.coupon_id,
+                    )
+                    .await?;
+                tracing::warn!(%template_id, ?verdict,
+                    "admitted by this server's clock outside the claim window Postgres's clock sees; is this server's clock skewed?");
+                Err(EngineError::InvalidState(
+                    if verdict == Verdict::WindowNotOpen {
+                        "the claim window has not opened"
+                    } else {
+                        "the claim window has closed"
+                    }
+                    .into(),
+                ))
+            }
             Verdict::EpochAhead => {
                 // Redis holds a rebuild that never committed: rebuild it again.
                 tracing::warn!(%template_id, "redis epoch ahead of postgres; rebuilding");

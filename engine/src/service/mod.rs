@@ -4,6 +4,7 @@
 mod batcher;
 mod claim;
 mod expire;
+mod health;
 mod identity;
 mod outbox;
 mod persister;
@@ -31,6 +32,7 @@ use uuid::Uuid;
 
 pub use batcher::{BATCH_BUCKETS, BatchHistogram, BatchLimits};
 pub use claim::ClaimReceipt;
+pub use health::{HealthReport, PROBE_LIMIT, SLOW_AFTER, StoreHealth, StoreState};
 pub use rebuild::{Rebuilt, Trigger};
 pub(crate) use reconcile::pending_per_user;
 pub use reconcile::{ReconcileOptions, ReconcileReport, TemplateDrift};
@@ -107,7 +109,13 @@ impl CouponEngine {
             max_batch: config.group_commit_max,
             max_wait: config.group_commit_wait,
         };
-        let batcher = batcher::Batcher::new(pg.clone(), redis.clone(), limits, config.variant);
+        let batcher = batcher::Batcher::new(
+            pg.clone(),
+            redis.clone(),
+            limits,
+            config.variant,
+            config.deadline,
+        );
         let mut task = None;
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
             let persister = match config.persistence {
@@ -186,9 +194,13 @@ impl CouponEngine {
     }
 
     /// Checks that both backends answer.
+    /// Each within [`PROBE_LIMIT`]; the error names the store that is down.
     pub async fn health(&self) -> EngineResult<()> {
-        self.inner.redis.ping().await?;
-        postgres::ping(&self.inner.pg).await
+        let report = self.health_report().await;
+        if report.down() {
+            return Err(EngineError::Unavailable(report.summary()));
+        }
+        Ok(())
     }
 
     /// Creates a template in Postgres and initialises its Redis keys.

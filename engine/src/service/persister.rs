@@ -163,7 +163,9 @@ impl CouponEngine {
         for (intent, verdict) in intents.iter().zip(&verdicts) {
             match verdict {
                 Verdict::Stored => done.push((&intent.request_id, intent.coupon_id)),
-                Verdict::Duplicate { .. } => {
+                // The window verdicts come only from the sync group commit's decision; a batch
+                // here is stored as admitted. Should one appear, it holds no row: give back.
+                Verdict::Duplicate { .. } | Verdict::WindowNotOpen | Verdict::WindowClosed => {
                     self.inner.redis.release_intent(intent).await?;
                     lost.push((intent, verdict));
                 }

@@ -125,7 +125,8 @@ impl CouponEngine {
                         report.pending_persisted += 1;
                         done.push((&intent.request_id, intent.coupon_id));
                     }
-                    Verdict::Duplicate { .. } => {
+                    // Window verdicts come only from the group commit; no row either way.
+                    Verdict::Duplicate { .. } | Verdict::WindowNotOpen | Verdict::WindowClosed => {
                         self.inner.redis.release_intent(intent).await?;
                         report.pending_dropped += 1;
                     }

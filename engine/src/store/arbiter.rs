@@ -48,6 +48,12 @@ pub enum Verdict {
     /// The intent's epoch is newer than Postgres knows: Redis holds a rebuild whose
     /// transaction never committed, and must be rebuilt again.
     EpochAhead,
+    /// By Postgres's clock the claim window has not opened (the admitting server's clock
+    /// runs fast).
+    WindowNotOpen,
+    /// By Postgres's clock the claim window has closed (the admitting server's clock runs
+    /// slow).
+    WindowClosed,
 }
 
 impl Verdict {
@@ -55,6 +61,18 @@ impl Verdict {
     pub fn is_refusal(&self) -> bool {
         matches!(self, Self::StockEmpty | Self::UserLimit)
     }
+}
+
+/// Whose clock judges the template's claim window in a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    /// Postgres's (`coupon_decide_claims_in_window`): the sync group commit, whose claims
+    /// are answered from the decision, so one clock decides for every server.
+    JudgedByPostgres,
+    /// Not judged again: the async persister and the reconciler store claims already
+    /// admitted (async: already acknowledged), which a late window check would turn into
+    /// lost acknowledgements.
+    AsAdmitted,
 }
 
 /// Whether Postgres checks the stock and the per-user limit. Only the D8 mutant (the
@@ -87,9 +105,21 @@ pub async fn decide_batch_on(
     intents: &[PendingIntent],
     arbitration: Arbitration,
 ) -> EngineResult<Vec<Verdict>> {
+    decide_batch_within(conn, template, intents, arbitration, Window::AsAdmitted).await
+}
+
+/// [`decide_batch_on`], the claim window judged as `window` says (only when Postgres
+/// arbitrates: the mutants that trust Redis take its word for the window too).
+pub async fn decide_batch_within(
+    conn: &mut PgConnection,
+    template: &Template,
+    intents: &[PendingIntent],
+    arbitration: Arbitration,
+    window: Window,
+) -> EngineResult<Vec<Verdict>> {
     match arbitration {
         // Autocommit: the function's statements are one transaction, committed once.
-        Arbitration::Enforced => decide_on(conn, template, intents, arbitration).await,
+        Arbitration::Enforced => decide_on(conn, template, intents, arbitration, window).await,
         Arbitration::TrustRedis => decide_trusting_redis(conn, template, intents).await,
     }
 }
@@ -108,7 +138,14 @@ async fn decide_trusting_redis(
     intents: &[PendingIntent],
 ) -> EngineResult<Vec<Verdict>> {
     let mut tx = sqlx::Connection::begin(conn).await?;
-    let verdicts = decide_on(&mut tx, template, intents, Arbitration::TrustRedis).await?;
+    let verdicts = decide_on(
+        &mut tx,
+        template,
+        intents,
+        Arbitration::TrustRedis,
+        Window::AsAdmitted,
+    )
+    .await?;
     sqlx::query(
         "UPDATE template_stock SET counted = LEAST(total_stock, \
            (SELECT count(*) FROM user_coupon \
@@ -135,7 +172,7 @@ pub async fn decide_batch_unflushed(
     sqlx::query("SET LOCAL synchronous_commit = off")
         .execute(&mut *tx)
         .await?;
-    let verdicts = decide_on(&mut tx, template, intents, arbitration).await?;
+    let verdicts = decide_on(&mut tx, template, intents, arbitration, Window::AsAdmitted).await?;
     tx.commit().await?;
     Ok(verdicts)
 }
@@ -173,6 +210,7 @@ async fn decide_on(
     template: &Template,
     intents: &[PendingIntent],
     arbitration: Arbitration,
+    window: Window,
 ) -> EngineResult<Vec<Verdict>> {
     let n = intents.len();
     let (mut ids, mut users, mut rids, mut epochs) = (
@@ -197,22 +235,29 @@ async fn decide_on(
         from.push(f);
         until.push(u);
     }
-    let rows = sqlx::query(
-        "SELECT verdict, coupon_id, owner FROM coupon_decide_claims($1, $2, $3, $4, $5, $6, $7, \
-         $8, $9, $10)",
-    )
-    .bind(template.id)
-    .bind(arbitration == Arbitration::Enforced)
-    .bind(i64::from(template.spec.per_user_limit))
-    .bind(&ids)
-    .bind(&users)
-    .bind(&rids)
-    .bind(&epochs)
-    .bind(&at)
-    .bind(&from)
-    .bind(&until)
-    .fetch_all(conn)
-    .await?;
+    let sql = match window {
+        Window::JudgedByPostgres => {
+            "SELECT verdict, coupon_id, owner FROM coupon_decide_claims_in_window($1, $2, $3, \
+             $4, $5, $6, $7, $8, $9, $10)"
+        }
+        Window::AsAdmitted => {
+            "SELECT verdict, coupon_id, owner FROM coupon_decide_claims($1, $2, $3, $4, $5, $6, \
+             $7, $8, $9, $10)"
+        }
+    };
+    let rows = sqlx::query(sql)
+        .bind(template.id)
+        .bind(arbitration == Arbitration::Enforced)
+        .bind(i64::from(template.spec.per_user_limit))
+        .bind(&ids)
+        .bind(&users)
+        .bind(&rids)
+        .bind(&epochs)
+        .bind(&at)
+        .bind(&from)
+        .bind(&until)
+        .fetch_all(conn)
+        .await?;
     if rows.len() != n {
         return Err(EngineError::Unavailable(format!(
             "the claim batch answered {} verdicts for {n} intents",
@@ -238,6 +283,8 @@ fn verdict_from_row(row: &sqlx::postgres::PgRow) -> EngineResult<Verdict> {
         "user_limit" => Verdict::UserLimit,
         "fenced" => Verdict::Fenced,
         "epoch_ahead" => Verdict::EpochAhead,
+        "not_open" => Verdict::WindowNotOpen,
+        "closed" => Verdict::WindowClosed,
         other => {
             return Err(EngineError::Unavailable(format!(
                 "unknown claim verdict {other:?} from postgres"

@@ -12,7 +12,7 @@ use sqlx::{PgPool, Postgres, pool::PoolConnection};
 use tokio::{sync::mpsc, time::error::Elapsed};
 
 use super::{
-    arbiter::{self, Arbitration, Verdict},
+    arbiter::{self, Arbitration, Verdict, Window},
     redis::PendingIntent,
 };
 use crate::{domain::template::Template, error::EngineResult};
@@ -28,12 +28,26 @@ pub const LULL: Duration = Duration::from_millis(5);
 pub struct BatchConnection {
     pool: PgPool,
     held: Option<PoolConnection<Postgres>>,
+    window: Window,
 }
 
 impl BatchConnection {
-    /// Holds nothing until the first batch.
+    /// Holds nothing until the first batch; batches are stored as admitted (the async
+    /// persister's).
     pub fn new(pool: PgPool) -> Self {
-        Self { pool, held: None }
+        Self {
+            pool,
+            held: None,
+            window: Window::AsAdmitted,
+        }
+    }
+
+    /// [`Self::new`] for batches whose claim window Postgres judges (the sync group commit's).
+    pub fn judging_window(pool: PgPool) -> Self {
+        Self {
+            window: Window::JudgedByPostgres,
+            ..Self::new(pool)
+        }
     }
 
     /// [`arbiter::decide_batch`] on the kept connection (taken from the pool if none is).
@@ -47,13 +61,23 @@ impl BatchConnection {
             Some(conn) => conn,
             None => self.held.insert(self.pool.acquire().await?),
         };
-        let decided = arbiter::decide_batch_on(conn, template, intents, arbitration).await;
+        let decided =
+            arbiter::decide_batch_within(conn, template, intents, arbitration, self.window).await;
         if decided.is_err() {
             // Whatever failed may have left the connection unusable; the next batch (or the
             // retry) takes another.
             self.held = None;
         }
         decided
+    }
+
+    /// Drops the kept connection without giving it back to the pool: a statement on it
+    /// was abandoned mid-flight, so it may still be waiting on a dead link. Detached, it no
+    /// longer counts against the pool's size, and the next batch opens another.
+    pub fn abandon(&mut self) {
+        if let Some(conn) = self.held.take() {
+            drop(conn.detach());
+        }
     }
 
     /// Called between batches: keeps the connection only if more work is already waiting

@@ -334,7 +334,7 @@ async fn a_batch_waits_for_the_one_holding_the_counter(
             arbiter::decide_batch(&pg, &template, &[intent], Arbitration::Enforced).await
         })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    waits_on_a_lock(&pg).await?;
     assert!(
         !second.is_finished(),
         "the second batch did not wait for the counter row"
@@ -403,7 +403,7 @@ async fn a_batch_with_a_stored_request_id_waits_for_one_in_flight_before_the_cou
             arbiter::decide_batch(&pg, &template, &intents, Arbitration::Enforced).await
         })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    waits_on_a_lock(&pg).await?;
     assert!(
         !batch.is_finished(),
         "the batch did not wait for the request id being inserted elsewhere"
@@ -429,4 +429,26 @@ async fn a_batch_with_a_stored_request_id_waits_for_one_in_flight_before_the_cou
     );
     pg.close().await;
     Ok(())
+}
+
+/// Returns once a backend of this database waits on a lock, the state the test must reach
+/// before it lets the holder go: read from Postgres, not guessed from a sleep.
+async fn waits_on_a_lock(pg: &sqlx::PgPool) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pg)
+        .await?;
+        if waiting > 0 {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "no backend waited on a lock within 60 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }

@@ -9,7 +9,7 @@ use std::{sync::Arc, time::Duration};
 use coupon_engine::{
     CouponStatus, EngineConfig, EngineError, NewTemplate, Persistence, ReconcileOptions,
     RefundPolicy, TemplateStatus,
-    failpoint::{FailAction, Failpoint},
+    failpoint::{FailAction, Failpoint, Gate},
     store::postgres,
 };
 use coupon_testkit::TestEnv;
@@ -291,15 +291,14 @@ async fn a_claim_fenced_by_a_rebuild_is_not_persisted() -> R {
     let t = e.create_template(template(3, 1)).await?;
     // The claim is deducted, then stalls before its INSERT while Redis loses the template
     // and a rebuild counts without it (docs/ARCHITECTURE.md, "Rebuild and fencing").
-    e.failpoints().arm(
-        Failpoint::ClaimAfterRedis,
-        FailAction::Delay(Duration::from_millis(400)),
-    );
+    let gate = Gate::new();
+    e.failpoints()
+        .arm(Failpoint::ClaimAfterRedis, FailAction::Block(gate.clone()));
     let slow = {
         let e = e.clone();
         tokio::spawn(async move { e.claim(t.id, &uid("slow"), &rid("s1")).await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    gate.reached(1).await;
     e.redis().drop_template_keys(t.id).await?;
     let other = env.another_engine(EngineConfig::default()).await?;
     for i in 0..3 {
@@ -308,6 +307,7 @@ async fn a_claim_fenced_by_a_rebuild_is_not_persisted() -> R {
             .await;
     }
     e.failpoints().disarm(Failpoint::ClaimAfterRedis);
+    gate.open();
     let slow = slow.await?;
     let audit = e.audit(t.id).await?;
     assert!(audit.counted <= 3, "oversold: {audit:?}");

@@ -75,19 +75,34 @@ async fn acknowledged_claims_survive_a_postgres_crash() -> anyhow::Result<()> {
         }));
     }
 
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Ordered by what happened, not by time: a busy machine sells slower, not less.
+    let sold_some = until(Duration::from_secs(60), || {
+        acked.lock().unwrap().len() >= 50
+    })
+    .await;
     let before_crash = acked.lock().unwrap().len();
     let crash = pg.clone();
     tokio::task::spawn_blocking(move || crash.crash_and_restart()).await??;
     crashed.store(true, Ordering::Relaxed);
-    // Long enough for the pool to reconnect and the sale to go on.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The pool reconnects and the sale goes on: wait for claims acknowledged after the crash.
+    let sold_again = until(Duration::from_secs(60), || {
+        *acked_after_crash.lock().unwrap() >= 20
+    })
+    .await;
     stop.store(true, Ordering::Relaxed);
     for s in shoppers {
         s.await?;
     }
 
     let acked = acked.lock().unwrap().clone();
+    assert!(
+        sold_some,
+        "fewer than 50 claims acknowledged in 60 s before the crash"
+    );
+    assert!(
+        sold_again,
+        "fewer than 20 claims acknowledged in 60 s after Postgres came back"
+    );
     assert!(
         before_crash > 0,
         "no claim was acknowledged before the crash"
@@ -116,4 +131,16 @@ async fn acknowledged_claims_survive_a_postgres_crash() -> anyhow::Result<()> {
     .await?;
     assert_eq!(counter, rows, "the stock counter disagrees with the rows");
     Ok(())
+}
+
+/// Polls `done` until it holds or `limit` passes; whether it held.
+async fn until(limit: Duration, done: impl Fn() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !done() {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
 }

@@ -54,6 +54,14 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 /// autovacuum analyzes the table again — if it is on. Planning these lookups costs tens of
 /// microseconds; the claim batch keeps its one generic plan (`coupon_decide_claims` sets
 /// its own mode and has one index per probe, see the migrations).
+///
+/// Grey failures (docs/ARCHITECTURE.md, "Deadlines"): the client side of every wait is a
+/// Tokio deadline of the caller's (sqlx offers no TCP keepalive or user timeout on its
+/// sockets). The server side is set here, so that a client that vanished behind a partition
+/// does not keep its locks: a transaction left idle is ended after
+/// [`SERVER_SIDE_GIVE_UP`], and the backend's socket gives up on unacknowledged data after
+/// as long (`tcp_user_timeout`) and probes an idle peer (`tcp_keepalives_*`). These are
+/// safety nets far above the request deadline, not the deadline itself.
 pub fn pool_options(max_connections: u32) -> sqlx::postgres::PgPoolOptions {
     sqlx::postgres::PgPoolOptions::new()
         .max_connections(max_connections)
@@ -61,13 +69,26 @@ pub fn pool_options(max_connections: u32) -> sqlx::postgres::PgPoolOptions {
         .test_before_acquire(false)
         .after_connect(|conn, _| {
             Box::pin(async move {
-                sqlx::query("SET plan_cache_mode = force_custom_plan")
-                    .execute(conn)
-                    .await?;
+                let ms = SERVER_SIDE_GIVE_UP.as_millis();
+                let secs = SERVER_SIDE_GIVE_UP.as_secs().max(1);
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "SET plan_cache_mode = force_custom_plan; \
+                     SET idle_in_transaction_session_timeout = {ms}; \
+                     SET tcp_user_timeout = {ms}; \
+                     SET tcp_keepalives_idle = {secs}; \
+                     SET tcp_keepalives_interval = 1; \
+                     SET tcp_keepalives_count = 3"
+                )))
+                .execute(conn)
+                .await?;
                 Ok(())
             })
         })
 }
+
+/// How long Postgres keeps a session whose client went silent mid-transaction before it
+/// ends it (and releases its row locks): see [`pool_options`].
+pub const SERVER_SIDE_GIVE_UP: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn corrupt(what: &str) -> EngineError {
     EngineError::Database(sqlx::Error::Protocol(format!(
