@@ -25,6 +25,7 @@
 mod case_db;
 mod containers;
 mod env;
+pub mod fault_proxy;
 pub mod images;
 pub mod local;
 pub mod process;

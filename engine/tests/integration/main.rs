@@ -7,6 +7,7 @@ mod batch_connection;
 mod batch_plan;
 mod claim;
 mod containers;
+mod grey_failures;
 mod http_api;
 mod http_trust;
 mod lookup_plans;

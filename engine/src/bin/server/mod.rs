@@ -89,6 +89,12 @@ pub struct ServerArgs {
     /// whatever queued while the previous one committed; no added latency).
     #[arg(long, env = "COUPON_GROUP_COMMIT_WAIT_MS", default_value_t = 0)]
     group_commit_wait_ms: u64,
+    /// Milliseconds within which every request is answered: past it, 503 `unavailable`
+    /// with the outcome unknown (retry with the same ids). A claim batch stuck on a Postgres
+    /// that stopped answering is abandoned at this bound; SIGTERM drains within it plus 1 s.
+    #[arg(long, env = "COUPON_DEADLINE_MS", default_value_t = 4000,
+          value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    deadline_ms: u64,
     /// Tokio worker threads that serve requests (default: one per CPU). On a machine whose
     /// cores the server shares with Redis and Postgres, fewer workers than cores wake each
     /// other less often, and that is CPU the stores get; one runs everything on the main
@@ -154,6 +160,7 @@ pub async fn run(args: ServerArgs, variant: Variant) -> anyhow::Result<()> {
         redeem_lock: args.redeem_lock == "on",
         group_commit_max: args.group_commit_max.max(1),
         group_commit_wait: std::time::Duration::from_millis(args.group_commit_wait_ms),
+        deadline: std::time::Duration::from_millis(args.deadline_ms),
         variant,
         ..EngineConfig::default()
     };
