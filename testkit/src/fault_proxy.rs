@@ -52,6 +52,8 @@ pub struct FaultProxy {
     addr: SocketAddr,
     upstream: SocketAddr,
     mode: watch::Sender<LinkMode>,
+    /// Connections opened before this generation hold every byte for good.
+    stranded_below: watch::Sender<u64>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -68,6 +70,7 @@ impl FaultProxy {
             .map_err(|e| ProvisionError::local(format!("fault proxy: binding loopback: {e}")))?;
         let addr = listener.local_addr().map_err(ProvisionError::local)?;
         let (mode, watched) = watch::channel(LinkMode::Pass);
+        let (stranded_below, strands) = watch::channel(0u64);
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -81,7 +84,7 @@ impl FaultProxy {
                         return;
                     };
                     tokio::select! {
-                        () = accept_loop(listener, upstream, watched) => {}
+                        () = accept_loop(listener, upstream, watched, strands) => {}
                         _ = stopped => {}
                     }
                 });
@@ -91,6 +94,7 @@ impl FaultProxy {
             addr,
             upstream,
             mode,
+            stranded_below,
             stop: Some(stop),
         })
     }
@@ -120,6 +124,13 @@ impl FaultProxy {
         self.mode.send_replace(mode);
     }
 
+    /// Every connection open now holds its bytes for good, while new ones relay: the peer
+    /// behind them is gone without a word (a NAT entry lost, a VIP moved to a new primary, a
+    /// half-open socket), the case where only a client's own deadline ends the wait.
+    pub fn strand_open_connections(&self) {
+        self.stranded_below.send_modify(|g| *g += 1);
+    }
+
     /// What the link does now.
     pub fn mode(&self) -> LinkMode {
         *self.mode.borrow()
@@ -147,20 +158,64 @@ fn split_authority(url: &str) -> Option<(&str, &str, &str)> {
         .then(|| (&url[..host_at], host_port, &url[end..]))
 }
 
-async fn accept_loop(listener: TcpListener, upstream: SocketAddr, mode: watch::Receiver<LinkMode>) {
+async fn accept_loop(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    mode: watch::Receiver<LinkMode>,
+    strands: watch::Receiver<u64>,
+) {
     loop {
         let Ok((client, _)) = listener.accept().await else {
             continue;
         };
         let _ = client.set_nodelay(true);
-        tokio::spawn(relay(client, upstream, mode.clone()));
+        let link = Link {
+            mode: mode.clone(),
+            generation: *strands.borrow(),
+            strands: strands.clone(),
+        };
+        tokio::spawn(relay(client, upstream, link));
+    }
+}
+
+/// What one connection watches: the proxy's mode, and whether it was stranded.
+#[derive(Clone)]
+struct Link {
+    mode: watch::Receiver<LinkMode>,
+    strands: watch::Receiver<u64>,
+    generation: u64,
+}
+
+impl Link {
+    fn stranded(&self) -> bool {
+        *self.strands.borrow() > self.generation
+    }
+
+    /// Waits while the link holds bytes; false: it resets.
+    async fn until_relaying(&mut self) -> bool {
+        if self.stranded() {
+            // Held for good: only the proxy's end (or the client's close) ends it.
+            std::future::pending::<()>().await;
+        }
+        match self.mode.wait_for(|m| *m != LinkMode::Blackhole).await {
+            Ok(m) => m.relays(),
+            Err(_) => false,
+        }
+    }
+
+    /// Returns when the mode or the stranding changes.
+    async fn changed(&mut self) {
+        tokio::select! {
+            _ = self.mode.changed() => {}
+            _ = self.strands.changed() => {}
+        }
     }
 }
 
 /// One client connection: opened upstream once the link relays, then both directions
 /// pumped until either side closes or the link resets.
-async fn relay(mut client: TcpStream, upstream: SocketAddr, mut mode: watch::Receiver<LinkMode>) {
-    if !until_relaying(&mut mode).await {
+async fn relay(mut client: TcpStream, upstream: SocketAddr, mut link: Link) {
+    if !link.until_relaying().await {
         reset(&client);
         return;
     }
@@ -173,15 +228,15 @@ async fn relay(mut client: TcpStream, upstream: SocketAddr, mut mode: watch::Rec
         let (cr, cw) = client.split();
         let (sr, sw) = server.split();
         let both = async {
-            let _ = tokio::join!(pump(cr, sw, mode.clone()), pump(sr, cw, mode.clone()));
+            let _ = tokio::join!(pump(cr, sw, link.clone()), pump(sr, cw, link.clone()));
         };
-        let mut watching = mode.clone();
+        let mut watching = link.mode.clone();
         let resets = async move {
             let _ = watching.wait_for(|m| *m == LinkMode::Reset).await;
         };
         tokio::select! {
             // Both pumps also stop when the link resets: whichever is seen first, reset.
-            () = both => *mode.borrow() == LinkMode::Reset,
+            () = both => *link.mode.borrow() == LinkMode::Reset,
             () = resets => true,
         }
     };
@@ -199,30 +254,22 @@ fn reset(stream: &TcpStream) {
     let _ = stream.set_linger(Some(Duration::ZERO));
 }
 
-/// Waits while the link holds bytes; false: it resets.
-async fn until_relaying(mode: &mut watch::Receiver<LinkMode>) -> bool {
-    match mode.wait_for(|m| *m != LinkMode::Blackhole).await {
-        Ok(m) => m.relays(),
-        Err(_) => false,
-    }
-}
-
 /// Relays one direction. A chunk read while the link relays but before a blackhole began is
 /// held too: nothing crosses a blackholed link.
 async fn pump(
     mut from: tokio::net::tcp::ReadHalf<'_>,
     mut to: tokio::net::tcp::WriteHalf<'_>,
-    mut mode: watch::Receiver<LinkMode>,
+    mut link: Link,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        if !until_relaying(&mut mode).await {
+        if !link.until_relaying().await {
             return;
         }
         let read = tokio::select! {
             read = from.read(&mut buf) => read,
             // The link changed while nothing came: look again before reading.
-            _ = mode.changed() => continue,
+            () = link.changed() => continue,
         };
         let n = match read {
             Ok(0) | Err(_) => {
@@ -231,10 +278,10 @@ async fn pump(
             }
             Ok(n) => n,
         };
-        if !until_relaying(&mut mode).await {
+        if !link.until_relaying().await {
             return;
         }
-        let delay = match *mode.borrow() {
+        let delay = match *link.mode.borrow() {
             LinkMode::Latency(d) => d,
             _ => Duration::ZERO,
         };

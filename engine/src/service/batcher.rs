@@ -43,6 +43,14 @@ const ATTEMPTS: u32 = 3;
 /// Upper bounds of the batch-size histogram buckets.
 pub const BATCH_BUCKETS: [u64; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
 
+/// How long a batch may wait on Postgres: a quarter of the request deadline less, so the
+/// batch is abandoned (its connection dropped, the pool's idle ones closed) and its claims
+/// answered with the precise reason before the HTTP layer's own bound answers for them; a
+/// client's next request then meets fresh connections, not the ones that hung.
+fn batch_bound(deadline: Duration) -> Duration {
+    deadline.saturating_sub(deadline / 4)
+}
+
 /// How batches are formed.
 #[derive(Debug, Clone, Copy)]
 pub struct BatchLimits {
@@ -320,9 +328,11 @@ impl Committer {
             let started = std::time::Instant::now();
             // A retry is safe even if an earlier commit went through unseen: the intents carry
             // their coupon ids, so the lookup then answers `Stored` for them.
-            let decided =
-                tokio::time::timeout(self.deadline, self.decide(&template, &intents, arbitration))
-                    .await;
+            let decided = tokio::time::timeout(
+                batch_bound(self.deadline),
+                self.decide(&template, &intents, arbitration),
+            )
+            .await;
             let Ok(decided) = decided else {
                 // Postgres did not answer within the deadline: a partition, a paused server,
                 // a stalled disk. The batch is abandoned, not retried (a retry would wait on
@@ -332,7 +342,7 @@ impl Committer {
                 // committed, as it does a crashed batch's.
                 self.conn.abandon();
                 tracing::warn!(template_id = %template.id, size = intents.len(),
-                    deadline_ms = self.deadline.as_millis() as u64,
+                    bound_ms = batch_bound(self.deadline).as_millis() as u64,
                     "claim batch abandoned: postgres did not answer within the deadline");
                 last_error = Some("postgres did not answer within the deadline".to_owned());
                 break;

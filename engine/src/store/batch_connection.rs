@@ -74,9 +74,17 @@ impl BatchConnection {
     /// Drops the kept connection without giving it back to the pool: a statement on it
     /// was abandoned mid-flight, so it may still be waiting on a dead link. Detached, it no
     /// longer counts against the pool's size, and the next batch opens another.
+    ///
+    /// The pool's idle connections are closed too: they went the same way as the one that
+    /// hung (a partition, a server gone behind a moved address), and with no ping before a
+    /// connection is handed out, each would cost the next batches a deadline of their own.
+    /// Fresh connections cost a few milliseconds, or fail fast if the store is truly gone.
     pub fn abandon(&mut self) {
         if let Some(conn) = self.held.take() {
             drop(conn.detach());
+        }
+        while let Some(idle) = self.pool.try_acquire() {
+            drop(idle.detach());
         }
     }
 
