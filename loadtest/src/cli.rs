@@ -102,10 +102,15 @@ pub(crate) struct Cli {
     /// Claim persistence of the in-process server: sync or async.
     #[arg(long, value_name = "MODE", default_value = "sync")]
     pub persistence: Persistence,
-    /// Inject a fault during the run (needs the in-process server, which then runs on a
-    /// Redis of the run's own): `redis-stale-restart` restarts Redis mid-sale from an older
-    /// snapshot; `redis-master-kill` (on a Redis Cluster of the run's own) SIGKILLs the master
-    /// owning the hot template's slot so its replica takes over; a sync run must still pass.
+    /// Inject a fault during the run (on stores of the run's own, never shared ones):
+    /// `redis-stale-restart` restarts Redis mid-sale from an older snapshot;
+    /// `redis-master-kill` (on a Redis Cluster of the run's own) SIGKILLs the master owning
+    /// the hot template's slot; `pg-blackhole` / `redis-blackhole` hold every byte between
+    /// the servers and Postgres / Redis for 5 s (a partition), then heal; `pg-pause`
+    /// SIGSTOPs Postgres for 5 s; `server-kill` (--servers N >= 2) SIGKILLs one server
+    /// mid-sale and restarts it; `clock-skew` (--servers N >= 2) runs servers 2 and 3 with
+    /// clocks 2 s fast and 2 s slow (libfaketime) on a sale with a claim window. A sync run
+    /// must still pass; the report times each fault's recovery.
     #[arg(long, value_name = "FAULT")]
     pub nemesis: Option<crate::nemesis::NemesisKind>,
     /// Run the in-process server (or the --servers processes) on a Redis Cluster of the
@@ -439,7 +444,18 @@ impl Cli {
         }
         if self.redis_cluster && self.nemesis.is_some_and(|n| !n.needs_cluster()) {
             bail!(
-                "--nemesis redis-stale-restart restarts one redis-server: not with --redis-cluster"
+                "--nemesis {} acts on one redis-server and Postgres of the run's own: not with --redis-cluster",
+                self.nemesis.map(|n| n.name()).unwrap_or_default()
+            );
+        }
+        if let Some(n) = self.nemesis
+            && n.needs_servers()
+            && self.servers.is_none_or(|count| count < 2)
+        {
+            bail!(
+                "--nemesis {} acts on coupon-server processes and needs --servers N with N >= 2 \
+                 (one is faulted while the others serve)",
+                n.name()
             );
         }
         for t in &self.targets {

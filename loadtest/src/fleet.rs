@@ -35,6 +35,9 @@ pub(crate) struct FleetSpec {
     pub user_secret: String,
     /// The order service's token shared by all.
     pub service_token: String,
+    /// Clock offsets by server index (`faketime`'s `+2s` / `-2s`): those servers run under
+    /// libfaketime, their wall clock off by that much (`--nemesis clock-skew`).
+    pub skews: Vec<(usize, String)>,
 }
 
 /// One running server process.
@@ -42,6 +45,8 @@ struct Process {
     child: Child,
     url: String,
     log: PathBuf,
+    /// How to start it again (on the same port, with the same settings).
+    command: std::sync::Arc<dyn Fn() -> anyhow::Result<Command> + Send + Sync>,
 }
 
 /// The running processes.
@@ -49,6 +54,26 @@ pub(crate) struct Fleet {
     processes: Vec<Process>,
     binary: PathBuf,
     logs: tempfile::TempDir,
+}
+
+/// libfaketime (Debian's `libfaketime`, pulled in by the `faketime` package), preloaded
+/// into a server to run its wall clock off. Preloaded directly rather than through the
+/// `faketime` wrapper, which forks: the server is then the process this run signals, and a
+/// SIGTERM drains it instead of killing the wrapper.
+fn libfaketime() -> anyhow::Result<PathBuf> {
+    let dirs = [
+        "/usr/lib/x86_64-linux-gnu/faketime",
+        "/usr/lib/aarch64-linux-gnu/faketime",
+        "/usr/lib/faketime",
+        "/usr/local/lib/faketime",
+    ];
+    dirs.iter()
+        .map(|d| Path::new(d).join("libfaketimeMT.so.1"))
+        .find(|p| p.is_file())
+        .context(
+            "--nemesis clock-skew runs servers under libfaketime, which is not installed \
+             (Debian: apt-get install faketime)",
+        )
 }
 
 /// How long a server may take to answer `/healthz` after its start (migrations included).
@@ -107,41 +132,76 @@ impl Fleet {
         for i in 0..spec.count {
             let port = free_port().context("finding a free port")?;
             let log = fleet.logs.path().join(format!("server-{i}.log"));
-            let out = std::fs::File::create(&log).context("creating a server log")?;
-            let err = out.try_clone().context("sharing the server log")?;
-            let mut cmd = Command::new(&fleet.binary);
-            cmd.env("COUPON_LISTEN", format!("127.0.0.1:{port}"))
-                .env("COUPON_REDIS_URL", spec.redis.first_url())
-                .env("COUPON_DATABASE_URL", &spec.database_url)
-                .env("COUPON_REDIS_NAMESPACE", &spec.namespace)
-                .env("COUPON_ADMIN_TOKEN", &spec.admin_token)
-                .env("COUPON_USER_TOKEN_SECRET", &spec.user_secret)
-                .env("COUPON_PERSISTENCE", spec.persistence)
-                .env("COUPON_DB_POOL_SIZE", pool.to_string())
-                .env("COUPON_SERVICE_TOKEN", &spec.service_token)
-                .env("RUST_LOG", "warn")
-                .stdin(Stdio::null())
-                .stdout(out)
-                .stderr(err)
-                .kill_on_drop(true);
-            match &spec.redis {
-                RedisTarget::Cluster(nodes) => {
-                    cmd.env("COUPON_REDIS_CLUSTER_NODES", nodes.join(","));
+            let skew = spec
+                .skews
+                .iter()
+                .find(|(at, _)| *at == i)
+                .map(|(_, offset)| offset.clone());
+            let faketime = match skew {
+                Some(_) => Some(libfaketime()?),
+                None => None,
+            };
+            let (binary, redis, database_url) = (
+                fleet.binary.clone(),
+                spec.redis.clone(),
+                spec.database_url.clone(),
+            );
+            let (namespace, admin, secret, service) = (
+                spec.namespace.clone(),
+                spec.admin_token.clone(),
+                spec.user_secret.clone(),
+                spec.service_token.clone(),
+            );
+            let (persistence, variant, log_path) = (spec.persistence, spec.variant, log.clone());
+            let command = move || -> anyhow::Result<Command> {
+                let out = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&log_path)
+                    .context("opening a server log")?;
+                let err = out.try_clone().context("sharing the server log")?;
+                let mut cmd = Command::new(&binary);
+                if let (Some(lib), Some(offset)) = (&faketime, &skew) {
+                    // The wall clock only: Tokio's timers read the monotonic clock.
+                    cmd.env("LD_PRELOAD", lib)
+                        .env("FAKETIME", offset)
+                        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
                 }
-                RedisTarget::Node(_) => {
-                    cmd.env_remove("COUPON_REDIS_CLUSTER_NODES");
+                cmd.env("COUPON_LISTEN", format!("127.0.0.1:{port}"))
+                    .env("COUPON_REDIS_URL", redis.first_url())
+                    .env("COUPON_DATABASE_URL", &database_url)
+                    .env("COUPON_REDIS_NAMESPACE", &namespace)
+                    .env("COUPON_ADMIN_TOKEN", &admin)
+                    .env("COUPON_USER_TOKEN_SECRET", &secret)
+                    .env("COUPON_PERSISTENCE", persistence)
+                    .env("COUPON_DB_POOL_SIZE", pool.to_string())
+                    .env("COUPON_SERVICE_TOKEN", &service)
+                    .env("RUST_LOG", "warn")
+                    .stdin(Stdio::null())
+                    .stdout(out)
+                    .stderr(err)
+                    .kill_on_drop(true);
+                match &redis {
+                    RedisTarget::Cluster(nodes) => {
+                        cmd.env("COUPON_REDIS_CLUSTER_NODES", nodes.join(","));
+                    }
+                    RedisTarget::Node(_) => {
+                        cmd.env_remove("COUPON_REDIS_CLUSTER_NODES");
+                    }
                 }
-            }
-            if spec.variant != Variant::Correct {
-                cmd.arg("--mutant").arg(spec.variant.name());
-            }
-            let child = cmd
+                if variant != Variant::Correct {
+                    cmd.arg("--mutant").arg(variant.name());
+                }
+                Ok(cmd)
+            };
+            let child = command()?
                 .spawn()
                 .with_context(|| format!("starting {}", fleet.binary.display()))?;
             fleet.processes.push(Process {
                 child,
                 url: format!("http://127.0.0.1:{port}"),
                 log,
+                command: std::sync::Arc::new(command),
             });
         }
         for i in 0..fleet.processes.len() {
@@ -175,6 +235,22 @@ impl Fleet {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// SIGKILLs server `i` (no drain: whatever it had in flight, batches included, is cut
+    /// off), then waits for it to be gone.
+    pub(crate) async fn kill(&mut self, i: usize) -> anyhow::Result<()> {
+        let p = self.processes.get_mut(i).context("no such server")?;
+        p.child.kill().await.context("SIGKILL of a server")
+    }
+
+    /// Starts server `i` again, on its port and settings, and waits until it is healthy.
+    pub(crate) async fn restart(&mut self, i: usize) -> anyhow::Result<()> {
+        let p = self.processes.get_mut(i).context("no such server")?;
+        p.child = (p.command)()?
+            .spawn()
+            .with_context(|| format!("restarting {}", self.binary.display()))?;
+        self.wait_healthy(i).await
     }
 
     /// The servers' base URLs, in order.

@@ -26,12 +26,66 @@ pub(crate) enum NemesisKind {
     RedisStaleRestart,
     /// Kill the master owning the hot template's slot on the run's own cluster mid-sale.
     RedisMasterKill,
+    /// Blackhole the servers' link to the run's own Postgres (bytes held, nothing reset)
+    /// mid-sale for longer than the request deadline, then heal it.
+    PgBlackhole,
+    /// Blackhole the servers' link to the run's own Redis mid-sale, then heal it.
+    RedisBlackhole,
+    /// SIGSTOP the run's own Postgres (postmaster and backends) mid-sale past the deadline,
+    /// then SIGCONT it.
+    PgPause,
+    /// SIGKILL one `coupon-server` of `--servers N` (N >= 2) mid-sale, batches in flight,
+    /// and start it again.
+    ServerKill,
+    /// Run `coupon-server`s of `--servers N` (N >= 2) with their wall clocks off (libfaketime:
+    /// the second 2 s fast, the third 2 s slow) on a sale whose claim window opens and closes
+    /// during the run; no coupon may be granted outside the window by the true clock.
+    ClockSkew,
 }
+
+/// How far a skewed server's clock is off (`--nemesis clock-skew`).
+pub(crate) const SKEW: &str = "2s";
+/// How long a grey fault lasts: past the servers' default deadline (4 s), so claims must
+/// answer 503 within it rather than wait.
+pub(crate) const GREY_HOLD: Duration = Duration::from_secs(5);
 
 impl NemesisKind {
     /// True if the fault needs a Redis Cluster of the run's own (else a `redis-server`).
     pub(crate) fn needs_cluster(self) -> bool {
         self == Self::RedisMasterKill
+    }
+
+    /// The name on the command line (`pg-blackhole`, …).
+    pub(crate) fn name(self) -> String {
+        self.to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_owned())
+    }
+
+    /// True if the fault acts on `coupon-server` processes (`--servers N`, N >= 2).
+    pub(crate) fn needs_servers(self) -> bool {
+        matches!(self, Self::ServerKill | Self::ClockSkew)
+    }
+
+    /// The stores and links the fault needs under the servers.
+    pub(crate) fn grey_plan(self, servers: Option<usize>) -> crate::server::GreyPlan {
+        let mut plan = crate::server::GreyPlan::default();
+        match self {
+            Self::PgBlackhole => {
+                plan.own_postgres = true;
+                plan.pg_proxy = true;
+            }
+            Self::RedisBlackhole => plan.redis_proxy = true,
+            Self::PgPause => plan.own_postgres = true,
+            Self::ClockSkew => {
+                let n = servers.unwrap_or(0);
+                plan.skews = [(1, format!("+{SKEW}")), (2, format!("-{SKEW}"))]
+                    .into_iter()
+                    .filter(|(i, _)| *i < n)
+                    .collect();
+            }
+            Self::RedisStaleRestart | Self::RedisMasterKill | Self::ServerKill => {}
+        }
+        plan
     }
 }
 
@@ -54,10 +108,29 @@ pub(crate) struct NemesisEvent {
     /// The step could not be carried out (the run then fails: it did not test the fault).
     #[serde(default)]
     pub failed: bool,
+    /// Whether this step began a fault or healed it (for the time to recover).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<Mark>,
+}
+
+/// A step that begins a fault or ends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Mark {
+    /// The fault began.
+    Fault,
+    /// The fault was healed.
+    Heal,
 }
 
 /// What the nemesis acts on.
 pub(crate) struct Target {
+    /// The run's own Postgres and the links to the stores.
+    pub grey: crate::server::GreyStores,
+    /// The `coupon-server` processes, when the run started some.
+    pub fleet: Option<Arc<Mutex<crate::fleet::Fleet>>>,
+    /// When the load began (Unix µs), so that steps are timed as the requests are.
+    pub epoch_unix_us: u64,
     /// The in-process engine (to watch the hot template's stock).
     pub engine: CouponEngine,
     /// The run's own Redis.
@@ -76,6 +149,21 @@ pub(crate) fn spawn(
 ) -> JoinHandle<Vec<NemesisEvent>> {
     tokio::spawn(async move {
         match (kind, &target.redis) {
+            (
+                NemesisKind::PgBlackhole
+                | NemesisKind::RedisBlackhole
+                | NemesisKind::PgPause
+                | NemesisKind::ServerKill,
+                _,
+            ) => crate::grey_nemesis::run(kind, target, run_for).await,
+            (NemesisKind::ClockSkew, _) => {
+                let mut log = Log::new(target.epoch_unix_us);
+                log.note(format!(
+                    "servers 2 and 3 (if any) run {SKEW} fast and {SKEW} slow under libfaketime; \
+                     the hot template's claim window opens and closes during the run"
+                ));
+                log.events
+            }
             (NemesisKind::RedisStaleRestart, OwnRedis::Node(r)) => {
                 let r = r.clone();
                 stale_restart(target, r, run_for).await
@@ -88,35 +176,59 @@ pub(crate) fn spawn(
                 at_secs: 0.0,
                 what: format!("{kind:?} cannot act on this kind of Redis; nothing done"),
                 failed: true,
+                marks: None,
             }],
         }
     })
 }
 
 /// The steps of a fault, timed from the start of the load.
-struct Log {
+pub(crate) struct Log {
     start: Instant,
-    events: Vec<NemesisEvent>,
+    pub(crate) events: Vec<NemesisEvent>,
 }
 
 impl Log {
-    fn new() -> Self {
+    /// A log whose times count from `epoch_unix_us` (when the load began), as the requests'
+    /// do; from now if that is unknown or in the future.
+    pub(crate) fn new(epoch_unix_us: u64) -> Self {
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        let since = Duration::from_micros(now_us.saturating_sub(epoch_unix_us));
+        let start = Instant::now()
+            .checked_sub(if epoch_unix_us == 0 {
+                Duration::ZERO
+            } else {
+                since
+            })
+            .unwrap_or_else(Instant::now);
         Self {
-            start: Instant::now(),
+            start,
             events: Vec::new(),
         }
     }
 
-    fn note(&mut self, what: String) {
-        self.push(what, false);
+    /// Seconds since the load began.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    pub(crate) fn note(&mut self, what: String) {
+        self.push(what, false, None);
+    }
+
+    /// A step that begins (`Mark::Fault`) or heals (`Mark::Heal`) the fault.
+    pub(crate) fn mark(&mut self, what: String, mark: Mark) {
+        self.push(what, false, Some(mark));
     }
 
     /// A step that could not be carried out.
-    fn fail(&mut self, what: String) {
-        self.push(what, true);
+    pub(crate) fn fail(&mut self, what: String) {
+        self.push(what, true, None);
     }
 
-    fn push(&mut self, what: String, failed: bool) {
+    fn push(&mut self, what: String, failed: bool, marks: Option<Mark>) {
         let at_secs = self.start.elapsed().as_secs_f64();
         if failed {
             tracing::warn!(at_secs, %what, "nemesis step failed");
@@ -127,16 +239,17 @@ impl Log {
             at_secs,
             what,
             failed,
+            marks,
         });
     }
 }
 
 /// Waits until the sale is under way (a fifth of the hot template's stock gone, or a third
 /// of the run passed); returns Redis's stock then.
-async fn mid_sale(t: &Target, log: &Log, run_for: Duration) -> Option<i64> {
+pub(crate) async fn mid_sale(t: &Target, log: &Log, run_for: Duration) -> Option<i64> {
     let threshold = t.total_stock - (t.total_stock / 5).max(1);
     let mut stock_then = None;
-    while log.start.elapsed() < run_for / 3 {
+    while log.elapsed() < run_for / 3 {
         stock_then = t.engine.remaining_stock(t.template).await.ok().flatten();
         if stock_then.is_some_and(|s| s <= threshold) {
             break;
@@ -146,7 +259,7 @@ async fn mid_sale(t: &Target, log: &Log, run_for: Duration) -> Option<i64> {
     stock_then
 }
 
-fn or_unknown(n: Option<i64>) -> String {
+pub(crate) fn or_unknown(n: Option<i64>) -> String {
     n.map_or("unknown".into(), |s| s.to_string())
 }
 
@@ -155,7 +268,7 @@ async fn master_kill(
     cluster: Arc<Mutex<LocalCluster>>,
     run_for: Duration,
 ) -> Vec<NemesisEvent> {
-    let mut log = Log::new();
+    let mut log = Log::new(t.epoch_unix_us);
     let stock_then = mid_sale(&t, &log, run_for).await;
     let key = t.engine.redis().keys(t.template).stock;
     let c = cluster.clone();
@@ -176,7 +289,7 @@ async fn master_kill(
     }
     // The killed node rejoins (as a replica) only once the load is over: a node restarted
     // mid-sale first claims its old slots until gossip corrects it (see the README).
-    tokio::time::sleep(run_for.saturating_sub(log.start.elapsed())).await;
+    tokio::time::sleep(run_for.saturating_sub(log.elapsed())).await;
     let c = cluster.clone();
     match tokio::task::spawn_blocking(move || c.blocking_lock().revive()).await {
         Ok(Ok(())) => log.note("the killed master restarted and rejoined as a replica".into()),
@@ -190,7 +303,7 @@ async fn stale_restart(
     redis: Arc<Mutex<LocalRedis>>,
     run_for: Duration,
 ) -> Vec<NemesisEvent> {
-    let mut log = Log::new();
+    let mut log = Log::new(t.epoch_unix_us);
     let stock_then = mid_sale(&t, &log, run_for).await;
     let r = redis.clone();
     let rdb = match tokio::task::spawn_blocking(move || r.blocking_lock().snapshot_rdb()).await {
@@ -204,7 +317,7 @@ async fn stale_restart(
         "RDB snapshot taken (redis stock then: {})",
         or_unknown(stock_then)
     ));
-    tokio::time::sleep((run_for / 2).saturating_sub(log.start.elapsed())).await;
+    tokio::time::sleep((run_for / 2).saturating_sub(log.elapsed())).await;
     let stock_before = t.engine.remaining_stock(t.template).await.ok().flatten();
     let restarted =
         tokio::task::spawn_blocking(move || redis.blocking_lock().restart_from_rdb(&rdb)).await;

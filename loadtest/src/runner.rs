@@ -19,6 +19,7 @@ use crate::{
     nemesis,
     progress::phase,
     record::{self, RunRecord},
+    recovery,
     report::{self, Report},
     scenarios::Ctx,
     setup, stats,
@@ -31,6 +32,7 @@ use crate::{
 fn start_nemesis(
     s: &Settings,
     fixture: &setup::Fixture,
+    epoch_unix_us: u64,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<Vec<nemesis::NemesisEvent>>>> {
     let Some(kind) = s.nemesis else {
         return Ok(None);
@@ -42,7 +44,7 @@ fn start_nemesis(
     let redis = server
         .own_redis
         .clone()
-        .context("the in-process server has no Redis of its own")?;
+        .context("the run's servers have no Redis of their own")?;
     let hot = fixture.templates.first().context("no template seeded")?;
     let run_for = std::time::Duration::from_secs(s.duration.unwrap_or(10));
     phase(
@@ -52,6 +54,9 @@ fn start_nemesis(
     Ok(Some(nemesis::spawn(
         kind,
         nemesis::Target {
+            grey: server.grey.clone(),
+            fleet: server.fleet(),
+            epoch_unix_us,
             engine: server.engine().clone(),
             redis,
             template: hot.id.into(),
@@ -79,7 +84,7 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
     ctx.acks = AckLog::streaming_to(&dir.join(record::ACKS_FILE))?;
     let ctx = Arc::new(ctx);
     let probe = AdmissionsProbe::start(&fixture.bases).await;
-    let nemesis = start_nemesis(&s, &fixture)?;
+    let nemesis = start_nemesis(&s, &fixture, ctx.epoch_unix_us)?;
     let attack = attack::run(&s, ctx.clone(), &dir).await?;
     let nemesis = match nemesis {
         Some(task) => task.await.context("the nemesis task")?,
@@ -104,7 +109,9 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
     }
 
     write_record(&s, &fixture, &dir, ctx.epoch_unix_us)?;
-    let (audits, invariants) = if s.no_audit {
+    let (recoveries, window_check) =
+        recovery::analyse(&dir, &nemesis).context("reading the run's answers back")?;
+    let (audits, mut invariants) = if s.no_audit {
         phase(
             "audit",
             "skipped (--no-audit): merge this run's record with `coupon-loadtest audit`",
@@ -120,6 +127,7 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
         )
         .await?
     };
+    invariants.extend(window_check);
     if let Some(server) = fixture.server.take() {
         server
             .stop()
@@ -136,7 +144,8 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
         config: config_json(&s),
     };
     let findings = (audits, invariants);
-    let report = build_report(&s, heading, &fixture, attack, nemesis, tally, findings)?;
+    let mut report = build_report(&s, heading, &fixture, attack, nemesis, tally, findings)?;
+    report.recoveries = recoveries;
     let verdict = report.outcome;
     report::write_all(&dir, &report)?;
     summarise(&report, &dir);

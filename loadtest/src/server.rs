@@ -8,7 +8,8 @@ use std::{path::PathBuf, sync::Arc};
 use coupon_engine::{EngineConfig, Persistence, Variant, http::AppState};
 use coupon_testkit::{
     Backends, SpawnedServer, TestEnv,
-    local::{LocalRedis, RedisPersistence},
+    fault_proxy::FaultProxy,
+    local::{LocalPostgres, LocalRedis, RedisPersistence},
     redis_cluster::LocalCluster,
     shared_backends, spawn_server,
 };
@@ -35,8 +36,33 @@ pub(crate) enum RedisChoice {
 enum Serving {
     /// The engine's HTTP API in this process.
     InProcess(SpawnedServer),
-    /// `coupon-server` processes.
-    Processes(Fleet),
+    /// `coupon-server` processes (shared with a nemesis that kills and restarts one).
+    Processes(Arc<Mutex<Fleet>>),
+}
+
+/// What a grey-failure nemesis needs under the servers: stores of the run's own, and the
+/// fault proxies the servers reach them through.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct GreyPlan {
+    /// A Postgres of the run's own (`initdb` on a free port), which a fault may pause.
+    pub own_postgres: bool,
+    /// The servers reach Postgres through a fault proxy.
+    pub pg_proxy: bool,
+    /// The servers reach Redis through a fault proxy.
+    pub redis_proxy: bool,
+    /// Servers run with their wall clock off (index, `faketime` offset).
+    pub skews: Vec<(usize, String)>,
+}
+
+/// The stores and links a grey-failure nemesis acts on.
+#[derive(Clone, Default)]
+pub(crate) struct GreyStores {
+    /// The run's own Postgres.
+    pub postgres: Option<Arc<LocalPostgres>>,
+    /// The link from the servers to Postgres.
+    pub pg_link: Option<Arc<FaultProxy>>,
+    /// The link from the servers to Redis.
+    pub redis_link: Option<Arc<FaultProxy>>,
 }
 
 /// The run's own server(s) and the environment under them.
@@ -51,6 +77,8 @@ pub(crate) struct Served {
     pub description: String,
     /// The run's own Redis, when a fault needs one it may restart or fail over.
     pub own_redis: Option<OwnRedis>,
+    /// The run's own Postgres and the fault proxies, when a grey fault needs them.
+    pub grey: GreyStores,
     serving: Serving,
     env: TestEnv,
 }
@@ -65,6 +93,8 @@ pub(crate) struct Plan {
     pub redis: RedisChoice,
     /// `Some((n, binary))`: n `coupon-server` processes; None: in-process.
     pub processes: Option<(usize, Option<PathBuf>)>,
+    /// What a grey-failure nemesis needs.
+    pub grey: GreyPlan,
 }
 
 fn persistence_name(p: Persistence) -> &'static str {
@@ -83,7 +113,7 @@ impl Served {
             persistence: plan.persistence,
             ..EngineConfig::default()
         };
-        let (env, own_redis) = provision(plan.redis, config).await?;
+        let (env, own_redis, grey) = provision(plan.redis, &plan.grey, config).await?;
         let admin_token = format!("lt-admin-{}", Uuid::new_v4().simple());
         let user_secret = format!("lt-users-{}", Uuid::new_v4().simple());
         // The run's own servers are configured as production should be: redeem belongs to
@@ -126,6 +156,7 @@ impl Served {
                     admin_token: admin_token.clone(),
                     user_secret,
                     service_token: service_token.clone(),
+                    skews: plan.grey.skews.clone(),
                 })
                 .await?;
                 let urls = fleet.base_urls();
@@ -134,7 +165,11 @@ impl Served {
                     fleet.binary_name(),
                     urls.join(", ")
                 );
-                (Serving::Processes(fleet), urls, description)
+                (
+                    Serving::Processes(Arc::new(Mutex::new(fleet))),
+                    urls,
+                    description,
+                )
             }
         };
         Ok(Self {
@@ -143,9 +178,18 @@ impl Served {
             service_token,
             description,
             own_redis,
+            grey,
             serving,
             env,
         })
+    }
+
+    /// The `coupon-server` processes, if the run started some.
+    pub(crate) fn fleet(&self) -> Option<Arc<Mutex<Fleet>>> {
+        match &self.serving {
+            Serving::Processes(fleet) => Some(fleet.clone()),
+            Serving::InProcess(_) => None,
+        }
     }
 
     /// An engine on the servers' database and namespace (the in-process server's own).
@@ -157,7 +201,10 @@ impl Served {
     pub(crate) async fn stop(self) -> anyhow::Result<()> {
         let served = match self.serving {
             Serving::InProcess(server) => server.stop().await.context("serving"),
-            Serving::Processes(fleet) => fleet.stop().await,
+            Serving::Processes(fleet) => match Arc::try_unwrap(fleet) {
+                Ok(fleet) => fleet.into_inner().stop().await,
+                Err(_) => anyhow::bail!("the servers are still in a nemesis's hands"),
+            },
         };
         let env = self.env;
         // Dropping the environment removes its database and keys; it blocks briefly.
@@ -169,11 +216,13 @@ impl Served {
 }
 
 /// An environment on `choice`: a Redis of the run's own (returned, for the faults) with the
-/// shared Postgres, or the shared backends.
+/// shared Postgres, or the shared backends; with a Postgres of the run's own and fault
+/// proxies in front of the stores when `grey` asks for them.
 async fn provision(
     choice: RedisChoice,
+    grey: &GreyPlan,
     config: EngineConfig,
-) -> anyhow::Result<(TestEnv, Option<OwnRedis>)> {
+) -> anyhow::Result<(TestEnv, Option<OwnRedis>, GreyStores)> {
     let (target, own_redis) = match choice {
         RedisChoice::Shared => (None, None),
         RedisChoice::Own => {
@@ -194,21 +243,59 @@ async fn provision(
             )
         }
     };
+    let mut stores = GreyStores::default();
     let env = match target {
-        Some(target) => {
-            let shared = shared_backends().await.context("provisioning Postgres")?;
-            let backends = Arc::new(Backends::with_target(
-                target,
-                shared.database_url.clone(),
-                None,
-            ));
+        None if !grey.own_postgres => TestEnv::with_config(config)
+            .await
+            .context("provisioning Redis and Postgres (coupon_testkit)")?,
+        target => {
+            let shared = match &target {
+                Some(_) if grey.own_postgres => None,
+                _ => Some(
+                    shared_backends()
+                        .await
+                        .context("provisioning Redis and Postgres")?,
+                ),
+            };
+            let mut target = match (target, &shared) {
+                (Some(t), _) => t,
+                (None, Some(shared)) => shared.redis.clone(),
+                (None, None) => anyhow::bail!("no Redis to run on"),
+            };
+            let mut database_url = match &shared {
+                Some(shared) if !grey.own_postgres => shared.database_url.clone(),
+                _ => {
+                    let pg = tokio::task::spawn_blocking(LocalPostgres::start)
+                        .await
+                        .context("starting the run's own Postgres")?
+                        .context(
+                            "starting the run's own Postgres (initdb and pg_ctl, as the postgres user)",
+                        )?;
+                    let url = pg.url();
+                    stores.postgres = Some(Arc::new(pg));
+                    url
+                }
+            };
+            if grey.pg_proxy {
+                let (link, url) = FaultProxy::for_url(&database_url)
+                    .context("starting the fault proxy in front of Postgres")?;
+                database_url = url;
+                stores.pg_link = Some(Arc::new(link));
+            }
+            if grey.redis_proxy {
+                let coupon_engine::RedisTarget::Node(url) = &target else {
+                    anyhow::bail!("a fault proxy in front of a Redis Cluster is not supported");
+                };
+                let (link, url) = FaultProxy::for_url(url)
+                    .context("starting the fault proxy in front of Redis")?;
+                target = coupon_engine::RedisTarget::Node(url);
+                stores.redis_link = Some(Arc::new(link));
+            }
+            let backends = Arc::new(Backends::with_target(target, database_url, None));
             TestEnv::on(backends, config)
                 .await
                 .context("provisioning the run's database")?
         }
-        None => TestEnv::with_config(config)
-            .await
-            .context("provisioning Redis and Postgres (coupon_testkit)")?,
     };
-    Ok((env, own_redis))
+    Ok((env, own_redis, stores))
 }

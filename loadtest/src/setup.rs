@@ -69,6 +69,10 @@ async fn reach_servers(s: &Settings) -> anyhow::Result<(Api, Vec<String>, Option
             persistence: s.persistence,
             redis: redis_choice(s),
             processes: s.servers.map(|n| (n, s.server_bin.clone())),
+            grey: s
+                .nemesis
+                .map(|n| n.grey_plan(s.servers))
+                .unwrap_or_default(),
         })
         .await?;
         let api = Api::new(&server.base_urls[0], &server.admin_token)?;

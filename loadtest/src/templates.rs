@@ -41,12 +41,32 @@ pub(crate) struct TemplateInfo {
     pub discount: DiscountKind,
     /// Minimum order amount, if any (minor units).
     pub min_order_amount: Option<i64>,
+    /// The claim window, Unix microseconds `[opens, closes)`, when the template has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_window_unix_us: Option<(i64, i64)>,
+}
+
+/// `--nemesis clock-skew`'s sale: a claim window that opens a few seconds into the run and
+/// closes before its end, and stock and a limit too large to run out, so shoppers are still
+/// claiming at both edges, where a server whose clock is off would sell outside the window.
+fn skewed_sale(s: &Settings, name: &str) -> NewTemplate {
+    let now = time::OffsetDateTime::now_utc();
+    let length = (s.duration.unwrap_or(10) / 3).max(2);
+    let opens = now + time::Duration::seconds(4);
+    NewTemplate {
+        claim_starts_at: Some(opens),
+        claim_ends_at: Some(opens + time::Duration::seconds(length as i64)),
+        ..NewTemplate::simple(name, 10_000_000, 10_000, RefundPolicy::ReturnToStock)
+    }
 }
 
 /// The specs a scenario seeds, with their roles.
 pub(crate) fn plan(s: &Settings, run_tag: &str) -> Vec<(Role, NewTemplate)> {
     let named = |what: &str| format!("loadtest {run_tag} {what}");
     match s.scenario {
+        ScenarioKind::FlashSale if s.nemesis == Some(crate::nemesis::NemesisKind::ClockSkew) => {
+            vec![(Role::Hot, skewed_sale(s, &named("flash sale in a window")))]
+        }
         ScenarioKind::FlashSale => vec![(
             Role::Hot,
             NewTemplate::simple(
@@ -141,6 +161,7 @@ impl TemplateInfo {
             refund_policy: t.refund_policy,
             discount: t.discount.kind,
             min_order_amount: t.discount.min_order_amount,
+            claim_window_unix_us: None,
         }
     }
 
@@ -155,6 +176,12 @@ impl TemplateInfo {
             refund_policy: spec.refund_policy,
             discount: spec.discount.kind,
             min_order_amount: spec.discount.min_order_amount,
+            claim_window_unix_us: spec.claim_starts_at.zip(spec.claim_ends_at).map(|(a, b)| {
+                (
+                    (a.unix_timestamp_nanos() / 1000) as i64,
+                    (b.unix_timestamp_nanos() / 1000) as i64,
+                )
+            }),
         }
     }
 }

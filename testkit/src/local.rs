@@ -210,6 +210,49 @@ impl LocalPostgres {
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
+
+    /// SIGSTOPs the postmaster and every backend: a frozen VM, a stalled disk. Connections
+    /// stay open and nothing answers, as in a grey failure; [`Self::resume`] undoes it.
+    pub fn pause(&self) -> Result<(), ProvisionError> {
+        self.signal_all("STOP")
+    }
+
+    /// SIGCONTs what [`Self::pause`] stopped.
+    pub fn resume(&self) -> Result<(), ProvisionError> {
+        self.signal_all("CONT")
+    }
+
+    /// `sig` to the postmaster and its children: stopping, the postmaster first (so it forks
+    /// no backend the signal would miss); resuming, the backends first.
+    fn signal_all(&self, sig: &str) -> Result<(), ProvisionError> {
+        let pid_file = self.data.join("postmaster.pid");
+        let text = std::fs::read_to_string(&pid_file)
+            .map_err(|e| ProvisionError::Local(format!("{}: {e}", pid_file.display())))?;
+        let pid = text
+            .lines()
+            .next()
+            .map(str::trim)
+            .filter(|p| p.parse::<u32>().is_ok())
+            .ok_or_else(|| ProvisionError::Local(format!("no pid in {}", pid_file.display())))?
+            .to_owned();
+        let children = || {
+            // pkill exits 1 when no child matched: not an error.
+            let _ = Command::new("pkill")
+                .args([&format!("-{sig}"), "-P", &pid])
+                .status();
+        };
+        if sig == "CONT" {
+            children();
+        }
+        run(
+            Command::new("kill").args([&format!("-{sig}"), &pid]),
+            "kill (postmaster)",
+        )?;
+        if sig != "CONT" {
+            children();
+        }
+        Ok(())
+    }
 }
 
 impl Drop for LocalPostgres {

@@ -74,7 +74,10 @@ impl CouponEngine {
         // The rare paths below are boxed (`Box::pin`): inline, their futures would make
         // every claim's future kilobytes larger, and each HTTP layer copies it.
         let template = self.template(template_id).await?;
-        template.check_claimable(Self::now())?;
+        if let Err(refusal) = template.check_claimable(Self::now()) {
+            return Box::pin(self.replay_outside_window(template_id, request_id, user_id, refusal))
+                .await;
+        }
         let limit = template.spec.per_user_limit;
         for _ in 0..MAX_SETTLE_ATTEMPTS {
             let now_ms = (Self::now().unix_timestamp_nanos() / 1_000_000) as i64;
@@ -150,6 +153,36 @@ impl CouponEngine {
         Err(EngineError::Unavailable(
             "the claim could not settle while the template was being rebuilt".into(),
         ))
+    }
+
+    /// A claim refused by the window or the template's state may be the retry of one
+    /// granted before (the client lost the answer): it gets its coupon, as any retry does.
+    /// Only refused claims pay this lookup.
+    async fn replay_outside_window(
+        &self,
+        template_id: TemplateId,
+        request_id: &RequestId,
+        user_id: &UserId,
+        refusal: EngineError,
+    ) -> EngineResult<ClaimReceipt> {
+        let stored =
+            arbiter::durable_claim_by_request(&self.inner.pg, template_id, request_id).await?;
+        let Some((coupon_id, owner)) = stored else {
+            return Err(refusal);
+        };
+        let remaining_stock = self
+            .remaining_stock(template_id)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        let receipt = ClaimReceipt {
+            coupon_id,
+            template_id,
+            remaining_stock,
+            replay: true,
+        };
+        replay_of(receipt, coupon_id, &owner, user_id)
     }
 
     /// The claim script's decision, from a server whose identity was checked: a server new

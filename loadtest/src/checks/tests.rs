@@ -14,6 +14,7 @@ fn template(stock: i64, limit: i32, policy: RefundPolicy) -> TemplateInfo {
         refund_policy: policy,
         discount: DiscountKind::Fixed,
         min_order_amount: None,
+        claim_window_unix_us: None,
     }
 }
 

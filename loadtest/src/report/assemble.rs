@@ -69,6 +69,7 @@ impl Report {
             audited: true,
             runs: Vec::new(),
             nemesis: Vec::new(),
+            recoveries: Vec::new(),
         }
     }
 }

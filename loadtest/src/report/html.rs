@@ -73,6 +73,21 @@ pub(crate) fn render(r: &Report) -> String {
         }
         s.push_str("</table>");
     }
+    if !r.recoveries.is_empty() {
+        s.push_str("<h2>Time to recover</h2><table><tr><th>fault at (s)</th><th>healed at (s)</th><th>first refusal after the fault</th><th>first grant after the heal</th></tr>");
+        let secs = |t: Option<f64>| t.map_or_else(|| "—".to_owned(), |t| format!("{t:.2} s"));
+        for rc in &r.recoveries {
+            let _ = write!(
+                s,
+                "<tr><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td></tr>",
+                rc.fault_at_secs,
+                rc.heal_at_secs,
+                secs(rc.first_refusal_after_secs),
+                secs(rc.recovered_after_secs)
+            );
+        }
+        s.push_str("</table>");
+    }
     invariants(&mut s, r);
     s.push_str("<h2>Claims over time</h2><p class=\"muted\">Distinct coupons granted by acknowledged claims, cumulative per second, against each template's stock (dashed). A line above its stock is an oversell.</p><div class=\"figure\">");
     s.push_str(&svg::claims_over_time(&r.claims_over_time));

@@ -81,6 +81,23 @@ fn faults_and_invariants(s: &mut String, r: &Report) {
         }
         s.push('\n');
     }
+    if !r.recoveries.is_empty() {
+        let _ = writeln!(
+            s,
+            "## Time to recover\n\n| fault at (s) | healed at (s) | first refusal after the fault | first grant after the heal |\n|---|---|---|---|"
+        );
+        for rc in &r.recoveries {
+            let _ = writeln!(
+                s,
+                "| {:.2} | {:.2} | {} | {} |",
+                rc.fault_at_secs,
+                rc.heal_at_secs,
+                secs(rc.first_refusal_after_secs),
+                secs(rc.recovered_after_secs)
+            );
+        }
+        s.push('\n');
+    }
     let _ = writeln!(
         s,
         "## Invariants\n\n| | Invariant | Result | Evidence |\n|---|---|---|---|"
@@ -239,4 +256,9 @@ fn configuration(s: &mut String, r: &Report) {
         "\n<details><summary>Configuration</summary>\n\n```json\n{}\n```\n</details>",
         serde_json::to_string_pretty(&r.config).unwrap_or_default()
     );
+}
+
+/// Seconds with two decimals, or a dash for none.
+fn secs(t: Option<f64>) -> String {
+    t.map_or_else(|| "—".to_owned(), |t| format!("{t:.2} s"))
 }

@@ -95,6 +95,9 @@ pub(crate) struct Report {
     /// Faults injected during the run (`--nemesis`), with when they happened.
     #[serde(default)]
     pub nemesis: Vec<crate::nemesis::NemesisEvent>,
+    /// Per fault healed: time to the first refusal and to the first grant after the heal.
+    #[serde(default)]
+    pub recoveries: Vec<crate::recovery::Recovery>,
     /// Why the run failed, in words (empty on PASS).
     pub failures: Vec<String>,
 }

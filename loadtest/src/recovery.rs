@@ -1,0 +1,187 @@
+//! What the shoppers saw of a fault (docs/ARCHITECTURE.md, "Deadlines"), read back from
+//! the run's answers (`acks.jsonl`): per fault, the time from the fault to the first claim
+//! refused as unavailable (or unanswered), and from the heal to the first claim granted
+//! again — the time to recover. And, for a sale with a claim window, whether any claim was
+//! granted outside it by this machine's clock (the one all servers share here, whatever
+//! libfaketime tells some of them).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    acks::{Event, Op},
+    checks::InvariantResult,
+    nemesis::{Mark, NemesisEvent},
+    record::{self, RunRecord},
+};
+
+/// One fault, as the shoppers lived it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Recovery {
+    /// When the fault began, seconds after the load began.
+    pub fault_at_secs: f64,
+    /// When it was healed.
+    pub heal_at_secs: f64,
+    /// From the fault to the first claim answered 503 or not answered; None: none was.
+    pub first_refusal_after_secs: Option<f64>,
+    /// From the heal to the first claim granted that was sent after it; None: none was.
+    pub recovered_after_secs: Option<f64>,
+}
+
+/// Claims granted outside the hot template's window, at most this many listed.
+const MAX_LISTED: usize = 20;
+
+/// The faults' recoveries and, for a windowed sale, the window check, from the run in `dir`.
+pub(crate) fn analyse(
+    dir: &Path,
+    nemesis: &[NemesisEvent],
+) -> anyhow::Result<(Vec<Recovery>, Option<InvariantResult>)> {
+    let record = record::read(dir)?;
+    let mut recoveries = pairs(nemesis);
+    let window = record
+        .templates
+        .first()
+        .and_then(|t| t.claim_window_unix_us.map(|w| (t.id, w)));
+    let mut outside = Vec::new();
+    let mut granted_in_window = 0u64;
+    record::for_each_event(dir, &record, |e| {
+        if e.op != Op::Claim || e.duplicate {
+            return;
+        }
+        for r in &mut recoveries {
+            observe(r, &e);
+        }
+        if let Some((template, w)) = window
+            && e.template == Some(template)
+            && e.status == Some(201)
+        {
+            match outside_window(&record, &e, w) {
+                Some(why) => outside.push(why),
+                None => granted_in_window += 1,
+            }
+        }
+    })?;
+    let check = window.map(|_| window_check(&outside, granted_in_window));
+    Ok((recoveries, check))
+}
+
+/// Each fault with the heal that follows it.
+fn pairs(nemesis: &[NemesisEvent]) -> Vec<Recovery> {
+    let mut out = Vec::new();
+    let mut open = None;
+    for e in nemesis {
+        match e.marks {
+            Some(Mark::Fault) => open = Some(e.at_secs),
+            Some(Mark::Heal) => {
+                if let Some(fault) = open.take() {
+                    out.push(Recovery {
+                        fault_at_secs: fault,
+                        heal_at_secs: e.at_secs,
+                        first_refusal_after_secs: None,
+                        recovered_after_secs: None,
+                    });
+                }
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+fn observe(r: &mut Recovery, e: &Event) {
+    let sent = e.start_us as f64 / 1e6;
+    let answered = (e.start_us + e.latency_us) as f64 / 1e6;
+    let refused = matches!(e.status, None | Some(503));
+    if refused && answered >= r.fault_at_secs && answered <= r.heal_at_secs + 60.0 {
+        let after = answered - r.fault_at_secs;
+        if r.first_refusal_after_secs.is_none_or(|t| after < t) {
+            r.first_refusal_after_secs = Some(after);
+        }
+    }
+    if e.status == Some(201) && sent >= r.heal_at_secs {
+        let after = answered - r.heal_at_secs;
+        if r.recovered_after_secs.is_none_or(|t| after < t) {
+            r.recovered_after_secs = Some(after);
+        }
+    }
+}
+
+/// Why a granted claim lies outside `[opens, closes)`: answered before it opened, or sent
+/// after it closed. A grant in neither case may have been decided inside the window.
+fn outside_window(record: &RunRecord, e: &Event, (opens, closes): (i64, i64)) -> Option<String> {
+    let sent = record.epoch_unix_us as i64 + e.start_us as i64;
+    let answered = sent + e.latency_us as i64;
+    if answered < opens {
+        return Some(format!(
+            "{} (server {}) granted {:.3} s before the window opened",
+            e.user,
+            e.server + 1,
+            (opens - answered) as f64 / 1e6
+        ));
+    }
+    if sent >= closes {
+        return Some(format!(
+            "{} (server {}) granted a claim sent {:.3} s after the window closed",
+            e.user,
+            e.server + 1,
+            (sent - closes) as f64 / 1e6
+        ));
+    }
+    None
+}
+
+fn window_check(outside: &[String], inside: u64) -> InvariantResult {
+    let mut details: Vec<String> = outside.iter().take(MAX_LISTED).cloned().collect();
+    if outside.len() > MAX_LISTED {
+        details.push(format!("… and {} more", outside.len() - MAX_LISTED));
+    }
+    InvariantResult {
+        id: "I10".into(),
+        title: "no coupon is granted outside the claim window (by the true clock)".into(),
+        passed: outside.is_empty() && inside > 0,
+        sources: "every claim answer, timed by this machine's clock".into(),
+        checked: vec![format!(
+            "{inside} claims granted inside the window, {} outside",
+            outside.len()
+        )],
+        details: if inside == 0 {
+            vec!["no claim was granted inside the window: the check saw no sale".into()]
+        } else {
+            details
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(at: f64, what: &str, marks: Option<Mark>) -> NemesisEvent {
+        NemesisEvent {
+            at_secs: at,
+            what: what.into(),
+            failed: false,
+            marks,
+        }
+    }
+
+    #[test]
+    fn faults_pair_with_the_heal_that_follows() {
+        let p = pairs(&[
+            event(1.0, "note", None),
+            event(2.0, "fault", Some(Mark::Fault)),
+            event(7.0, "heal", Some(Mark::Heal)),
+            event(8.0, "heal without a fault", Some(Mark::Heal)),
+        ]);
+        assert_eq!(p.len(), 1);
+        assert_eq!((p[0].fault_at_secs, p[0].heal_at_secs), (2.0, 7.0));
+    }
+
+    #[test]
+    fn a_window_check_with_no_sale_inside_fails() {
+        assert!(!window_check(&[], 0).passed);
+        assert!(window_check(&[], 3).passed);
+        assert!(!window_check(&["x".into()], 3).passed);
+    }
+}
