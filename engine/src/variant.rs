@@ -57,6 +57,11 @@ pub enum Variant {
     /// on counters that may be stale until the periodic check notices.
     #[cfg(feature = "mutants")]
     D10,
+    /// D11: the claim window judged only by the admitting server's own clock (the round-2
+    /// engine): a server whose clock runs fast sells before the sale opens, a slow one after
+    /// it closes. Killed by a run with one server's clock off (`--nemesis clock-skew`).
+    #[cfg(feature = "mutants")]
+    D11,
 }
 
 impl Variant {
@@ -88,6 +93,8 @@ impl Variant {
             Self::D9,
             #[cfg(feature = "mutants")]
             Self::D10,
+            #[cfg(feature = "mutants")]
+            Self::D11,
         ]
     }
 
@@ -101,6 +108,27 @@ impl Variant {
             #[cfg(feature = "mutants")]
             Self::D1 | Self::D6 | Self::D6b | Self::D8 => Arbitration::TrustRedis,
             _ => Arbitration::Enforced,
+        }
+    }
+
+    /// Whether the sync batch has Postgres's clock judge the claim window (only D11 leaves
+    /// it to the admitting server's clock).
+    pub fn window_by_postgres(self) -> bool {
+        match self {
+            #[cfg(feature = "mutants")]
+            Self::D11 => false,
+            _ => true,
+        }
+    }
+
+    /// Whether the property tests can kill it: D11 needs one server's clock off, which
+    /// libfaketime does per process, and the property tests run engines in-process; the load
+    /// test's `--servers N --nemesis clock-skew` kills it (CI requires that run to fail).
+    pub fn needs_process_faults(self) -> bool {
+        match self {
+            #[cfg(feature = "mutants")]
+            Self::D11 => true,
+            _ => false,
         }
     }
 

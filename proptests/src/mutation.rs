@@ -49,12 +49,16 @@ pub fn selected_variants() -> Vec<Variant> {
     match std::env::var("COUPON_VARIANTS") {
         Ok(list) if !list.trim().is_empty() => Variant::all()
             .into_iter()
+            .filter(|v| !v.needs_process_faults())
             .filter(|v| {
                 list.split(',')
                     .any(|n| n.trim().eq_ignore_ascii_case(&v.name()))
             })
             .collect(),
-        _ => Variant::all(),
+        _ => Variant::all()
+            .into_iter()
+            .filter(|v| !v.needs_process_faults())
+            .collect(),
     }
 }
 
@@ -73,6 +77,7 @@ pub fn defect(v: Variant) -> &'static str {
         "d8" => "claim batch inserts whatever Redis admitted: no stock or limit check in Postgres",
         "d9" => "claim batch answered when it commits, before the commit is durable",
         "d10" => "a restarted Redis admits before its identity is checked and its counters rebuilt",
+        "d11" => "claim window judged by the admitting server's clock only",
         _ => "none (the real engine)",
     }
 }

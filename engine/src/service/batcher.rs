@@ -235,7 +235,11 @@ impl Batcher {
                     #[cfg(feature = "mutants")]
                     waits_for_flush: self.variant.waits_for_durability(),
                     stats: self.stats.clone(),
-                    conn: BatchConnection::judging_window(self.pg.clone()),
+                    conn: if self.variant.window_by_postgres() {
+                        BatchConnection::judging_window(self.pg.clone())
+                    } else {
+                        BatchConnection::new(self.pg.clone())
+                    },
                     deadline: self.deadline,
                 };
                 // On the engine's runtime, not the first claimer's: a worker, its answering
