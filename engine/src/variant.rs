@@ -62,6 +62,11 @@ pub enum Variant {
     /// it closes. Killed by a run with one server's clock off (`--nemesis clock-skew`).
     #[cfg(feature = "mutants")]
     D11,
+    /// D12: no deadlines (the round-2 engine): a claim, redeem or refund waits as long as
+    /// its store does, and a claim batch stuck on a dead link holds its template. Killed by
+    /// the liveness check (I9) under a Postgres blackholed or paused.
+    #[cfg(feature = "mutants")]
+    D12,
 }
 
 impl Variant {
@@ -95,6 +100,8 @@ impl Variant {
             Self::D10,
             #[cfg(feature = "mutants")]
             Self::D11,
+            #[cfg(feature = "mutants")]
+            Self::D12,
         ]
     }
 
@@ -129,6 +136,16 @@ impl Variant {
             #[cfg(feature = "mutants")]
             Self::D11 => true,
             _ => false,
+        }
+    }
+
+    /// Whether operations and claim batches are bounded by the engine's deadline (all but
+    /// D12).
+    pub fn has_deadlines(self) -> bool {
+        match self {
+            #[cfg(feature = "mutants")]
+            Self::D12 => false,
+            _ => true,
         }
     }
 

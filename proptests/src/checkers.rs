@@ -8,7 +8,7 @@ use crate::{
     ack::{FinalState, check_acks},
     history::{EventKind, History},
     linearizability::Verdict,
-    run::loses_redis_state,
+    run::{CASE_DEADLINE, LIVENESS_MARGIN, loses_redis_state},
     scenario::Scenario,
 };
 
@@ -111,10 +111,37 @@ fn linearizability(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
     })
 }
 
-/// Without faults, every operation gets an answer.
+/// Liveness, in every case, faults or not: every operation is answered within the
+/// engine's deadline plus a margin (an `unavailable` answer counts: a store may be
+/// unreachable). Without faults, moreover, every operation gets a definite answer.
 fn liveness(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
+    let mut findings = Vec::new();
+    let bound = CASE_DEADLINE + LIVENESS_MARGIN;
+    let mut invoked = std::collections::HashMap::new();
+    let mut late = Vec::new();
+    for e in &ev.history.events {
+        if e.kind == EventKind::Invoke {
+            invoked.insert(e.process, e.at_nanos);
+        } else if let Some(at) = invoked.remove(&e.process) {
+            let took = std::time::Duration::from_nanos(e.at_nanos.saturating_sub(at));
+            if took > bound {
+                late.push(format!("p{} {} answered after {took:.1?}", e.process, e.op));
+            }
+        }
+    }
+    if !late.is_empty() {
+        findings.push(Finding::new(
+            Invariant::I9,
+            format!(
+                "{} operations answered later than the {bound:?} bound (deadline {CASE_DEADLINE:?} \
+                 + margin): {}",
+                late.len(),
+                late.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+            ),
+        ));
+    }
     if !ev.scenario.faults.is_empty() {
-        return Ok(Vec::new());
+        return Ok(findings);
     }
     let unknown = ev
         .history
@@ -122,15 +149,14 @@ fn liveness(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
         .iter()
         .filter(|e| e.kind == EventKind::Unknown)
         .count();
-    Ok(if unknown > 0 {
-        vec![Finding::new(
+    if unknown > 0 {
+        findings.push(Finding::new(
             Invariant::I9,
             format!(
                 "{unknown} operations failed without any fault injected: {:?}",
                 ev.errors
             ),
-        )]
-    } else {
-        Vec::new()
-    })
+        ));
+    }
+    Ok(findings)
 }

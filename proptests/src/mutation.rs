@@ -78,6 +78,7 @@ pub fn defect(v: Variant) -> &'static str {
         "d9" => "claim batch answered when it commits, before the commit is durable",
         "d10" => "a restarted Redis admits before its identity is checked and its counters rebuilt",
         "d11" => "claim window judged by the admitting server's clock only",
+        "d12" => "no deadlines: operations and claim batches wait as long as their store",
         _ => "none (the real engine)",
     }
 }
@@ -106,8 +107,26 @@ fn strategy(v: Variant, cfg: &PropertyConfig) -> BoxedStrategy<Scenario> {
         "d9" => postgres_crash(base),
         "d5b" => unknown_outcomes(base),
         "d5" => failed_after_redis(base),
+        "d12" => grey_from_the_start(base),
         _ => base.boxed(),
     }
+}
+
+/// Waiting without a deadline (D12) only shows when a store stops answering: every case
+/// has one grey fault (a blackholed link or a paused Postgres) from its start: a case's
+/// operations take some tens of milliseconds, so a later fault meets none.
+fn grey_from_the_start(base: impl Strategy<Value = Scenario> + 'static) -> BoxedStrategy<Scenario> {
+    (base, crate::scenario::grey_fault())
+        .prop_map(|(mut s, fault)| {
+            s.faults = vec![TimedFault { at_ms: 0, fault }];
+            s
+        })
+        .prop_filter("D12 needs a fault that stops a store", |s| {
+            s.faults
+                .iter()
+                .all(|f| !matches!(f.fault, Fault::SlowPostgres { .. }))
+        })
+        .boxed()
 }
 
 /// A naive retry under a new key (D5b) only shows when a claim's outcome is unknown and the

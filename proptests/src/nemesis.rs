@@ -11,6 +11,7 @@ use coupon_engine::{
 };
 use coupon_testkit::{
     ProvisionError,
+    fault_proxy::{FaultProxy, LinkMode},
     local::{LocalPostgres, LocalRedis},
     redis_cluster::LocalCluster,
 };
@@ -34,6 +35,10 @@ pub struct Target {
     pub postgres: Option<Arc<LocalPostgres>>,
     /// URL of the case's own database.
     pub database_url: String,
+    /// The engine's link to Postgres (present whenever the schedule has a link fault).
+    pub pg_link: Option<Arc<FaultProxy>>,
+    /// The engine's link to Redis (present whenever the schedule has a link fault).
+    pub redis_link: Option<Arc<FaultProxy>>,
 }
 
 /// What the nemesis did to a case.
@@ -84,6 +89,12 @@ pub async fn heal(target: &Target) {
     if let Some(r) = &target.redis {
         let _ = r.lock().await.signal("CONT");
     }
+    for link in [&target.pg_link, &target.redis_link].into_iter().flatten() {
+        link.set(LinkMode::Pass);
+    }
+    if let Some(pg) = target.postgres.clone() {
+        let _ = tokio::task::spawn_blocking(move || pg.resume()).await;
+    }
     if let Some(c) = &target.cluster
         && let Err(e) = blocking(c, |c| {
             c.restore_replication()?;
@@ -112,7 +123,51 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
         | Fault::AbortRebuild { .. } => redis_data_retried(t, fault).await,
         Fault::KillSlotMaster { .. } | Fault::LaggingTakeover { .. } => cluster(t, fault).await,
         Fault::TerminateBackends | Fault::CrashPostgres => postgres(t, fault).await,
+        Fault::BlackholePostgres { .. }
+        | Fault::BlackholeRedis { .. }
+        | Fault::SlowPostgres { .. }
+        | Fault::PausePostgres { .. } => grey(t, fault).await,
     }
+}
+
+/// Grey failures: a link that holds or slows every byte, a Postgres that stops answering.
+/// Each heals itself after its span; [`heal`] heals whatever is left.
+async fn grey(t: &Target, fault: &Fault) -> anyhow::Result<String> {
+    let link = |l: &Option<Arc<FaultProxy>>| {
+        l.clone()
+            .ok_or_else(|| anyhow::anyhow!("this fault needs a fault proxy in front of the store"))
+    };
+    Ok(match fault {
+        Fault::BlackholePostgres { ms } | Fault::BlackholeRedis { ms } => {
+            let (l, store) = match fault {
+                Fault::BlackholePostgres { .. } => (link(&t.pg_link)?, "postgres"),
+                _ => (link(&t.redis_link)?, "redis"),
+            };
+            l.set(LinkMode::Blackhole);
+            tokio::time::sleep(Duration::from_millis(*ms)).await;
+            l.set(LinkMode::Pass);
+            format!("the link to {store} blackholed {ms}ms, then healed")
+        }
+        Fault::SlowPostgres { latency_ms, ms } => {
+            let l = link(&t.pg_link)?;
+            l.set(LinkMode::Latency(Duration::from_millis(*latency_ms)));
+            tokio::time::sleep(Duration::from_millis(*ms)).await;
+            l.set(LinkMode::Pass);
+            format!("the link to postgres delayed {latency_ms}ms a chunk for {ms}ms")
+        }
+        Fault::PausePostgres { ms } => {
+            let pg = t
+                .postgres
+                .clone()
+                .ok_or_else(|| anyhow::anyhow!("this fault needs the case's own Postgres"))?;
+            let p = pg.clone();
+            tokio::task::spawn_blocking(move || p.pause()).await??;
+            tokio::time::sleep(Duration::from_millis(*ms)).await;
+            tokio::task::spawn_blocking(move || pg.resume()).await??;
+            format!("postgres paused (SIGSTOP) {ms}ms, then resumed")
+        }
+        other => anyhow::bail!("not a grey fault: {other:?}"),
+    })
 }
 
 /// Failpoints: the engine fails or stalls at a chosen step.

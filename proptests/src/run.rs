@@ -15,6 +15,7 @@ use coupon_engine::{
 };
 use coupon_testkit::{
     Backends, TestEnv,
+    fault_proxy::FaultProxy,
     local::{LocalPostgres, LocalRedis, RedisPersistence},
     redis_cluster::LocalCluster,
     shared_backends,
@@ -32,6 +33,13 @@ use crate::{
     op::{CouponRef, Op, OpResult, Policy, Refusal},
     scenario::Scenario,
 };
+
+/// The engine's deadline in the property tests: shorter than the default so that a grey
+/// fault (which lasts past it) keeps a case short; the liveness check (I9) holds every
+/// operation to it plus [`LIVENESS_MARGIN`].
+pub const CASE_DEADLINE: Duration = Duration::from_secs(2);
+/// What scheduling on a busy machine may add to the deadline before an answer is late.
+pub const LIVENESS_MARGIN: Duration = Duration::from_secs(1);
 
 /// How a case runs.
 #[derive(Debug, Clone, Copy)]
@@ -89,6 +97,8 @@ impl CaseReport {
 /// kill, restart, fail over or crash them.
 struct CaseStores {
     backends: Arc<Backends>,
+    pg_link: Option<Arc<FaultProxy>>,
+    redis_link: Option<Arc<FaultProxy>>,
     redis: Option<Arc<tokio::sync::Mutex<LocalRedis>>>,
     cluster: Option<Arc<tokio::sync::Mutex<LocalCluster>>>,
     postgres: Option<Arc<LocalPostgres>>,
@@ -131,12 +141,25 @@ impl CaseStores {
                 RedisPersistence::Aof,
             )?)))
         };
+        // A link fault puts fault proxies between the engine and its own stores.
+        let linked = scenario.faults.iter().any(|f| f.fault.needs_link()) && own_redis.is_some();
+        let (mut pg_link, mut redis_link) = (None, None);
+        let mut database_url = database_url;
+        if linked {
+            let (link, url) = FaultProxy::for_url(&database_url)?;
+            database_url = url;
+            pg_link = Some(Arc::new(link));
+        }
         let backends = match (&own_redis, &own_cluster) {
-            (Some(r), _) => Arc::new(Backends::with_urls(
-                r.lock().await.url(),
-                database_url,
-                None,
-            )),
+            (Some(r), _) => {
+                let mut url = r.lock().await.url();
+                if linked {
+                    let (link, proxied) = FaultProxy::for_url(&url)?;
+                    url = proxied;
+                    redis_link = Some(Arc::new(link));
+                }
+                Arc::new(Backends::with_urls(url, database_url, None))
+            }
             (None, Some(c)) => Arc::new(Backends::with_target(
                 c.lock().await.target(),
                 database_url,
@@ -146,6 +169,8 @@ impl CaseStores {
         };
         Ok(Self {
             backends,
+            pg_link,
+            redis_link,
             redis: own_redis,
             cluster: own_cluster,
             postgres: own_postgres,
@@ -162,6 +187,7 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         persistence: cfg.persistence,
         lock_wait: Duration::from_millis(500),
         idempotency_ttl: Duration::from_secs(3600),
+        deadline: CASE_DEADLINE,
         ..EngineConfig::default()
     };
     let env = TestEnv::on(stores.backends.clone(), config).await?;
@@ -180,6 +206,8 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         cluster: stores.cluster.clone(),
         postgres: stores.postgres.clone(),
         database_url: env.database_url.clone(),
+        pg_link: stores.pg_link.clone(),
+        redis_link: stores.redis_link.clone(),
     };
     let (history, errors, nemesis) = drive(scenario, &target, cfg.op_timeout).await?;
     settle(&engine).await?;

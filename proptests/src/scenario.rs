@@ -112,6 +112,30 @@ pub enum Fault {
     /// recovery on the same data. Asynchronously committed transactions not yet written out
     /// are lost.
     CrashPostgres,
+    /// Grey: the engine's link to the case's own Postgres holds every byte for `ms`, past
+    /// the engine's deadline (a partition: nothing closed, nothing reset), then heals.
+    BlackholePostgres {
+        /// How long the link holds, ms.
+        ms: u64,
+    },
+    /// Grey: the engine's link to the case's own Redis holds every byte for `ms`.
+    BlackholeRedis {
+        /// How long the link holds, ms.
+        ms: u64,
+    },
+    /// Grey: every chunk between the engine and Postgres is delayed `latency_ms`, for `ms`.
+    SlowPostgres {
+        /// Added to every chunk, each way, ms.
+        latency_ms: u64,
+        /// How long the link is slow, ms.
+        ms: u64,
+    },
+    /// Grey: the case's own Postgres SIGSTOPped (postmaster and backends) for `ms`, then
+    /// SIGCONTed: a frozen VM, a stalled disk.
+    PausePostgres {
+        /// How long it is stopped, ms.
+        ms: u64,
+    },
 }
 
 /// A template key the eviction fault deletes.
@@ -160,7 +184,23 @@ impl Fault {
 
     /// True if the fault acts on a Postgres of the case's own.
     pub fn needs_own_postgres(&self) -> bool {
-        matches!(self, Self::CrashPostgres)
+        matches!(
+            self,
+            Self::CrashPostgres
+                | Self::BlackholePostgres { .. }
+                | Self::SlowPostgres { .. }
+                | Self::PausePostgres { .. }
+        )
+    }
+
+    /// True if the fault acts on the engine's link to a store (a fault proxy between them).
+    pub fn needs_link(&self) -> bool {
+        matches!(
+            self,
+            Self::BlackholePostgres { .. }
+                | Self::BlackholeRedis { .. }
+                | Self::SlowPostgres { .. }
+        )
     }
 
     /// True if the fault acts on a Redis Cluster of the case's own.
@@ -261,6 +301,19 @@ fn fault(templates: u32) -> impl Strategy<Value = Fault> {
             .prop_map(|(lag_ms, warm_scripts)| Fault::AofLossRestart { lag_ms, warm_scripts }),
         1 => (0..templates, evicted_key()).prop_map(|(template, key)| Fault::EvictKey { template, key }),
         1 => (0..templates).prop_map(|template| Fault::AbortRebuild { template }),
+        1 => grey_fault(),
+    ]
+}
+
+/// The grey faults: each lasts past the property tests' engine deadline
+/// ([`crate::run::CASE_DEADLINE`]), so that an engine without deadlines hangs through it.
+pub fn grey_fault() -> impl Strategy<Value = Fault> {
+    prop_oneof![
+        (3000u64..=3500).prop_map(|ms| Fault::BlackholePostgres { ms }),
+        (3000u64..=3500).prop_map(|ms| Fault::BlackholeRedis { ms }),
+        (3000u64..=3500).prop_map(|ms| Fault::PausePostgres { ms }),
+        (20u64..=100, 500u64..=1500)
+            .prop_map(|(latency_ms, ms)| Fault::SlowPostgres { latency_ms, ms }),
     ]
 }
 

@@ -48,6 +48,9 @@ pub const BATCH_BUCKETS: [u64; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
 /// answered with the precise reason before the HTTP layer's own bound answers for them; a
 /// client's next request then meets fresh connections, not the ones that hung.
 fn batch_bound(deadline: Duration) -> Duration {
+    if deadline == Duration::MAX {
+        return deadline;
+    }
     deadline.saturating_sub(deadline / 4)
 }
 
@@ -185,7 +188,12 @@ impl Batcher {
                 Ok(()) => {
                     // Bounded: a batch abandoned at its own deadline answers sooner, but the
                     // queue before it may be long; the claim's outcome is then unknown.
-                    let verdict = tokio::time::timeout(self.deadline, answer)
+                    let wait = if self.variant.has_deadlines() {
+                        self.deadline
+                    } else {
+                        Duration::MAX
+                    };
+                    let verdict = tokio::time::timeout(wait, answer)
                         .await
                         .map_err(|_| {
                             EngineError::Unavailable(
@@ -240,7 +248,11 @@ impl Batcher {
                     } else {
                         BatchConnection::new(self.pg.clone())
                     },
-                    deadline: self.deadline,
+                    deadline: if self.variant.has_deadlines() {
+                        self.deadline
+                    } else {
+                        Duration::MAX
+                    },
                 };
                 // On the engine's runtime, not the first claimer's: a worker, its answering
                 // tasks and the server's claims then share worker threads, and a caller on

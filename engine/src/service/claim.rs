@@ -44,7 +44,20 @@ pub struct ClaimReceipt {
 impl CouponEngine {
     /// Claims one coupon of `template_id` for `user_id`. `request_id` is the idempotency key:
     /// a retry with the same id answers with the same coupon and has no second effect.
+    ///
+    /// Answers within the engine's deadline ([`crate::EngineConfig::deadline`]); past it,
+    /// `unavailable` with the outcome unknown.
     pub async fn claim(
+        &self,
+        template_id: TemplateId,
+        user_id: &UserId,
+        request_id: &RequestId,
+    ) -> EngineResult<ClaimReceipt> {
+        self.within_deadline(self.claim_unbounded(template_id, user_id, request_id))
+            .await
+    }
+
+    async fn claim_unbounded(
         &self,
         template_id: TemplateId,
         user_id: &UserId,

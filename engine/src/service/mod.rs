@@ -349,6 +349,28 @@ impl CouponEngine {
         }
     }
 
+    /// Runs one client operation within the engine's deadline (docs/ARCHITECTURE.md,
+    /// "Deadlines"). Past it the work is dropped where it stood, whatever store call it
+    /// waited on: its outcome is unknown, and the client's retry with the same ids settles
+    /// it. Mutant D12 has no deadline.
+    pub(crate) async fn within_deadline<T>(
+        &self,
+        work: impl std::future::Future<Output = EngineResult<T>>,
+    ) -> EngineResult<T> {
+        let deadline = self.inner.config.deadline;
+        if !self.inner.config.variant.has_deadlines() {
+            return work.await;
+        }
+        match tokio::time::timeout(deadline, work).await {
+            Ok(answer) => answer,
+            Err(_) => Err(EngineError::Unavailable(format!(
+                "no answer within the {} ms deadline; the outcome is unknown: retry with the \
+                 same ids",
+                deadline.as_millis()
+            ))),
+        }
+    }
+
     pub(crate) fn now() -> OffsetDateTime {
         OffsetDateTime::now_utc()
     }

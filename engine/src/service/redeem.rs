@@ -30,7 +30,21 @@ pub struct Redemption {
 impl CouponEngine {
     /// Redeems `coupon_id` of `user_id` for `order_id`. Redeeming again with the same order is
     /// an idempotent success; any other conflict is refused with a precise error.
+    ///
+    /// Answers within the engine's deadline; past it, `unavailable` with the outcome
+    /// unknown (the order id makes the retry safe).
     pub async fn redeem(
+        &self,
+        coupon_id: Uuid,
+        user_id: &UserId,
+        order_id: &str,
+        order_amount: i64,
+    ) -> EngineResult<Redemption> {
+        self.within_deadline(self.redeem_unbounded(coupon_id, user_id, order_id, order_amount))
+            .await
+    }
+
+    async fn redeem_unbounded(
         &self,
         coupon_id: Uuid,
         user_id: &UserId,

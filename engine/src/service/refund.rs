@@ -29,7 +29,20 @@ pub struct RefundReceipt {
 
 impl CouponEngine {
     /// Refunds the redemption of `coupon_id` by `order_id`.
+    ///
+    /// Answers within the engine's deadline; past it, `unavailable` with the outcome
+    /// unknown (the order id makes the retry safe).
     pub async fn refund(
+        &self,
+        coupon_id: Uuid,
+        user_id: &UserId,
+        order_id: &str,
+    ) -> EngineResult<RefundReceipt> {
+        self.within_deadline(self.refund_unbounded(coupon_id, user_id, order_id))
+            .await
+    }
+
+    async fn refund_unbounded(
         &self,
         coupon_id: Uuid,
         user_id: &UserId,
