@@ -357,18 +357,21 @@ impl CouponEngine {
         &self,
         work: impl std::future::Future<Output = EngineResult<T>>,
     ) -> EngineResult<T> {
+        // One await whatever the variant: the future holds `work` once (its size is copied
+        // by every HTTP layer; see the claim future's size test). Tokio takes MAX as never.
         let deadline = self.inner.config.deadline;
-        if !self.inner.config.variant.has_deadlines() {
-            return work.await;
-        }
-        match tokio::time::timeout(deadline, work).await {
-            Ok(answer) => answer,
-            Err(_) => Err(EngineError::Unavailable(format!(
+        let bound = if self.inner.config.variant.has_deadlines() {
+            deadline
+        } else {
+            std::time::Duration::MAX
+        };
+        tokio::time::timeout(bound, work).await.unwrap_or_else(|_| {
+            Err(EngineError::Unavailable(format!(
                 "no answer within the {} ms deadline; the outcome is unknown: retry with the \
                  same ids",
                 deadline.as_millis()
-            ))),
-        }
+            )))
+        })
     }
 
     pub(crate) fn now() -> OffsetDateTime {
