@@ -23,6 +23,10 @@ pub enum Failpoint {
     /// Inside a rebuild, after Redis was written, before the Postgres commit (an aborted
     /// rebuild: client gone, backend terminated, reply timeout).
     RebuildAfterRedis,
+    /// A claim batch (sync group commit or async persister) formed, its intents pending in
+    /// Redis, just before Postgres is asked to decide it: where a server killed mid-batch
+    /// leaves the most in flight.
+    BatchBeforeDecide,
 }
 
 /// What an armed failpoint does when reached.

@@ -67,6 +67,12 @@ pub enum Variant {
     /// the liveness check (I9) under a Postgres blackholed or paused.
     #[cfg(feature = "mutants")]
     D12,
+    /// D13: the async persister takes the acknowledged intents off Redis's pending set as it
+    /// takes them in hand and keeps them only in memory until written (retrying there, so no
+    /// store fault loses them): a server killed mid-batch loses acknowledged claims. Killed
+    /// by the property tests' engine kill (a second engine killed mid-batch).
+    #[cfg(feature = "mutants")]
+    D13,
 }
 
 impl Variant {
@@ -102,6 +108,8 @@ impl Variant {
             Self::D11,
             #[cfg(feature = "mutants")]
             Self::D12,
+            #[cfg(feature = "mutants")]
+            Self::D13,
         ]
     }
 
@@ -146,6 +154,26 @@ impl Variant {
             #[cfg(feature = "mutants")]
             Self::D12 => false,
             _ => true,
+        }
+    }
+
+    /// Whether the async persister leaves acknowledged intents pending in Redis until their
+    /// rows are stored (all but D13, which holds them in memory: lost with the process).
+    pub fn leaves_intents_pending_until_stored(self) -> bool {
+        match self {
+            #[cfg(feature = "mutants")]
+            Self::D13 => false,
+            _ => true,
+        }
+    }
+
+    /// The claim persistence the variant's defect lives in, if only one: D13's is in the
+    /// async persister.
+    pub fn defect_persistence(self) -> Option<crate::config::Persistence> {
+        match self {
+            #[cfg(feature = "mutants")]
+            Self::D13 => Some(crate::config::Persistence::Async),
+            _ => None,
         }
     }
 

@@ -17,6 +17,7 @@
 
 pub mod ack;
 pub mod checkers;
+pub mod engine_process;
 pub mod histories;
 pub mod history;
 pub mod linearizability;

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use coupon_engine::Variant;
+use coupon_engine::{Persistence, Variant};
 use serde::Serialize;
 
 use proptest::prelude::*;
@@ -79,6 +79,7 @@ pub fn defect(v: Variant) -> &'static str {
         "d10" => "a restarted Redis admits before its identity is checked and its counters rebuilt",
         "d11" => "claim window judged by the admitting server's clock only",
         "d12" => "no deadlines: operations and claim batches wait as long as their store",
+        "d13" => "async persister holds acknowledged intents only in memory until written",
         _ => "none (the real engine)",
     }
 }
@@ -108,8 +109,25 @@ fn strategy(v: Variant, cfg: &PropertyConfig) -> BoxedStrategy<Scenario> {
         "d5b" => unknown_outcomes(base),
         "d5" => failed_after_redis(base),
         "d12" => grey_from_the_start(base),
+        "d13" => killed_mid_batch(claim_rush(cfg.max_processes, cfg.max_ops)),
         _ => base.boxed(),
     }
+}
+
+/// Losing in-flight intents with the process (D13) only shows when a server dies with a
+/// batch in flight: every case is a rush of claims, half of them through a second engine
+/// that is killed at its first batch and restarted.
+pub fn killed_mid_batch(
+    base: impl Strategy<Value = Scenario> + 'static,
+) -> BoxedStrategy<Scenario> {
+    base.prop_map(|mut s| {
+        s.faults = vec![TimedFault {
+            at_ms: 0,
+            fault: Fault::KillEngine,
+        }];
+        s
+    })
+    .boxed()
 }
 
 /// Waiting without a deadline (D12) only shows when a store stops answering: every case
@@ -301,6 +319,7 @@ pub fn caught_by_what_it_issued(invariants: &[String]) -> bool {
 pub fn score(v: Variant, cases: u32, shrink: u32) -> MutantScore {
     let run = RunConfig {
         variant: v,
+        persistence: v.defect_persistence().unwrap_or_default(),
         ..RunConfig::default()
     };
     let cfg = PropertyConfig {
@@ -341,6 +360,27 @@ pub fn score(v: Variant, cases: u32, shrink: u32) -> MutantScore {
             };
             let elapsed = o.elapsed;
             o = check_with(&run, aim(run.max_processes, run.max_ops));
+            o.elapsed += elapsed;
+        }
+        // And D13's: a server killed mid-batch, in both persistence modes.
+        for persistence in [Persistence::Async, Persistence::Sync] {
+            if !o.passed() {
+                break;
+            }
+            let run = PropertyConfig {
+                name: format!("correct_killed_mid_batch_{persistence:?}").to_lowercase(),
+                cases: cases.div_ceil(4),
+                run: RunConfig {
+                    persistence,
+                    ..cfg.run
+                },
+                ..cfg.clone()
+            };
+            let elapsed = o.elapsed;
+            o = check_with(
+                &run,
+                killed_mid_batch(claim_rush(run.max_processes, run.max_ops)),
+            );
             o.elapsed += elapsed;
         }
     }

@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 use coupon_engine::{
     CouponEngine,
     domain::ids::TemplateId,
-    failpoint::{FailAction, Failpoint},
+    failpoint::{FailAction, Failpoint, Gate},
 };
 use coupon_testkit::{
     ProvisionError,
@@ -19,7 +19,10 @@ use sqlx::Connection;
 use tokio::sync::Mutex;
 use uuid::Uuid;
 
-use crate::scenario::{EvictedKey, Fault, TimedFault};
+use crate::{
+    engine_process::EngineProcess,
+    scenario::{EvictedKey, Fault, TimedFault},
+};
 
 /// What the nemesis acts on.
 pub struct Target {
@@ -39,6 +42,8 @@ pub struct Target {
     pub pg_link: Option<Arc<FaultProxy>>,
     /// The engine's link to Redis (present whenever the schedule has a link fault).
     pub redis_link: Option<Arc<FaultProxy>>,
+    /// The case's second engine (present whenever the schedule kills one).
+    pub second: Option<Arc<EngineProcess>>,
 }
 
 /// What the nemesis did to a case.
@@ -83,6 +88,7 @@ pub async fn heal(target: &Target) {
         Failpoint::RefundAfterCommit,
         Failpoint::RedeemAfterUpdate,
         Failpoint::RebuildAfterRedis,
+        Failpoint::BatchBeforeDecide,
     ] {
         fp.disarm(p);
     }
@@ -127,7 +133,42 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
         | Fault::BlackholeRedis { .. }
         | Fault::SlowPostgres { .. }
         | Fault::PausePostgres { .. } => grey(t, fault).await,
+        Fault::KillEngine => kill_engine(t).await,
     }
+}
+
+/// How long the kill waits for the second engine to start a batch before killing it
+/// anyway (a case whose claims all went to the first engine has no batch there).
+const BATCH_WAIT: Duration = Duration::from_secs(2);
+
+/// The second engine killed where its next claim batch is about to be decided, then
+/// restarted on the same stores.
+async fn kill_engine(t: &Target) -> anyhow::Result<String> {
+    let process = t
+        .second
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("this fault needs a second engine in the case"))?;
+    let engine = process
+        .engine()
+        .ok_or_else(|| anyhow::anyhow!("the second engine is not running"))?;
+    let gate = Gate::new();
+    engine.failpoints().arm(
+        Failpoint::BatchBeforeDecide,
+        FailAction::Block(gate.clone()),
+    );
+    drop(engine);
+    let mid_batch = tokio::time::timeout(BATCH_WAIT, gate.reached(1))
+        .await
+        .is_ok();
+    process.kill();
+    process.restart().await?;
+    Ok(if mid_batch {
+        "the second engine killed mid-batch, then restarted".to_owned()
+    } else {
+        format!(
+            "the second engine killed (no batch of its own within {BATCH_WAIT:?}), then restarted"
+        )
+    })
 }
 
 /// Grey failures: a link that holds or slows every byte, a Postgres that stops answering.

@@ -27,6 +27,7 @@ use uuid::Uuid;
 use crate::{
     ack::{FinalCoupon, FinalState, FinalStatus},
     checkers::{self, Evidence},
+    engine_process::{EngineProcess, Killed},
     history::{EventKind, History, ProcessIds, Recorder},
     linearizability::{Budget, Verdict, check_partitioned},
     nemesis::{self, Target},
@@ -190,8 +191,19 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         deadline: CASE_DEADLINE,
         ..EngineConfig::default()
     };
-    let env = TestEnv::on(stores.backends.clone(), config).await?;
+    let env = TestEnv::on(stores.backends.clone(), config.clone()).await?;
     let engine = env.engine.clone();
+    let second = if scenario.has_second_engine() {
+        let config = EngineConfig {
+            namespace: env.namespace.clone(),
+            ..config
+        };
+        let process =
+            EngineProcess::start(env.database_url.clone(), env.redis.clone(), config).await?;
+        Some(Arc::new(process))
+    } else {
+        None
+    };
     let templates = create_templates(&engine, scenario).await?;
     if stores.failover {
         // The identity the counters were built against, recorded before any fault: a
@@ -208,8 +220,14 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         database_url: env.database_url.clone(),
         pg_link: stores.pg_link.clone(),
         redis_link: stores.redis_link.clone(),
+        second: second.clone(),
     };
     let (history, errors, nemesis) = drive(scenario, &target, cfg.op_timeout).await?;
+    if let Some(second) = &second {
+        // Its persister's queue written, as a server's clean shutdown does, before the
+        // first engine settles what is left.
+        second.stop(Duration::from_secs(10)).await;
+    }
     settle(&engine).await?;
     let final_state = final_state(&engine, &templates).await?;
     let mut audits = Vec::new();
@@ -286,9 +304,14 @@ async fn drive(
     let errors = Arc::new(Mutex::new(Vec::new()));
     let barrier = Arc::new(tokio::sync::Barrier::new(scenario.processes.len() + 1));
     let mut tasks = Vec::new();
-    for ops in &scenario.processes {
+    for (i, ops) in scenario.processes.iter().enumerate() {
+        // With a second engine, every other process is its client.
+        let engine = match &target.second {
+            Some(second) if i % 2 == 1 => Server::Killable(second.clone()),
+            _ => Server::Main(target.engine.clone()),
+        };
         let ctx = Ctx {
-            engine: target.engine.clone(),
+            engine,
             templates: target.templates.clone(),
             recorder: recorder.clone(),
             pids: pids.clone(),
@@ -344,8 +367,14 @@ struct CouponMap {
     by_id: HashMap<Uuid, CouponRef>,
 }
 
+/// The engine a process sends its operations to.
+enum Server {
+    Main(CouponEngine),
+    Killable(Arc<EngineProcess>),
+}
+
 struct Ctx {
-    engine: CouponEngine,
+    engine: Server,
     templates: Vec<TemplateId>,
     recorder: Recorder,
     pids: Arc<ProcessIds>,
@@ -406,22 +435,33 @@ impl Ctx {
     }
 
     async fn call(&self, op: &Op, coupon: Option<Uuid>) -> Result<OpResult, EngineError> {
-        let id = coupon.unwrap_or_default();
-        match op {
-            Op::Claim {
-                template,
-                user,
-                request_id,
-            } => {
-                let t = self
-                    .templates
-                    .get(*template as usize)
-                    .copied()
-                    .unwrap_or_else(|| Uuid::nil().into());
-                let r = self
-                    .engine
-                    .claim(t, &UserId::parse(user)?, &RequestId::parse(request_id)?)
-                    .await?;
+        let template = match op {
+            Op::Claim { template, .. } => self
+                .templates
+                .get(*template as usize)
+                .copied()
+                .unwrap_or_else(|| Uuid::nil().into()),
+            _ => Uuid::nil().into(),
+        };
+        let (owned, id) = (op.clone(), coupon.unwrap_or_default());
+        let done = match &self.engine {
+            Server::Main(engine) => perform(engine.clone(), owned, template, id).await?,
+            Server::Killable(process) => process
+                .call(move |engine| perform(engine, owned, template, id))
+                .await
+                .map_err(|Killed| {
+                    EngineError::Unavailable("the engine was killed; outcome unknown".into())
+                })??,
+        };
+        Ok(match (op, done) {
+            (
+                Op::Claim {
+                    template,
+                    request_id,
+                    ..
+                },
+                Done::Claimed(coupon_id),
+            ) => {
                 let reference = CouponRef {
                     template: *template,
                     request_id: request_id.clone(),
@@ -430,26 +470,60 @@ impl Ctx {
                     Ok(mut m) => {
                         let known = m
                             .by_id
-                            .entry(r.coupon_id)
+                            .entry(coupon_id)
                             .or_insert_with(|| reference.clone())
                             .clone();
-                        m.by_ref.entry(reference).or_insert(r.coupon_id);
+                        m.by_ref.entry(reference).or_insert(coupon_id);
                         known
                     }
                     Err(_) => reference,
                 };
-                Ok(OpResult::Claimed { coupon })
+                OpResult::Claimed { coupon }
             }
-            Op::Redeem { user, order_id, .. } => {
-                let user = UserId::parse(user)?;
-                self.engine.redeem(id, &user, order_id, 10_000).await?;
-                Ok(OpResult::Redeemed)
-            }
-            Op::Refund { user, order_id, .. } => {
-                let user = UserId::parse(user)?;
-                self.engine.refund(id, &user, order_id).await?;
-                Ok(OpResult::Refunded)
-            }
+            (_, Done::Redeemed) => OpResult::Redeemed,
+            _ => OpResult::Refunded,
+        })
+    }
+}
+
+/// What the engine answered, before it is put in scenario terms.
+enum Done {
+    Claimed(Uuid),
+    Redeemed,
+    Refunded,
+}
+
+/// One operation on `engine` (owned, so that it can run on another engine's runtime).
+async fn perform(
+    engine: CouponEngine,
+    op: Op,
+    template: TemplateId,
+    coupon: Uuid,
+) -> Result<Done, EngineError> {
+    match op {
+        Op::Claim {
+            user, request_id, ..
+        } => {
+            let r = engine
+                .claim(
+                    template,
+                    &UserId::parse(&user)?,
+                    &RequestId::parse(&request_id)?,
+                )
+                .await?;
+            Ok(Done::Claimed(r.coupon_id))
+        }
+        Op::Redeem { user, order_id, .. } => {
+            engine
+                .redeem(coupon, &UserId::parse(&user)?, &order_id, 10_000)
+                .await?;
+            Ok(Done::Redeemed)
+        }
+        Op::Refund { user, order_id, .. } => {
+            engine
+                .refund(coupon, &UserId::parse(&user)?, &order_id)
+                .await?;
+            Ok(Done::Refunded)
         }
     }
 }

@@ -136,6 +136,10 @@ pub enum Fault {
         /// How long it is stopped, ms.
         ms: u64,
     },
+    /// The case's second engine (a second server on the same stores; every other process
+    /// uses it) killed the moment a claim batch of its own is about to be decided — in
+    /// flight, its intents pending in Redis — and restarted at once: a SIGKILL mid-batch.
+    KillEngine,
 }
 
 /// A template key the eviction fault deletes.
@@ -203,6 +207,11 @@ impl Fault {
         )
     }
 
+    /// True if the fault acts on a second engine of the case's.
+    pub fn needs_second_engine(&self) -> bool {
+        matches!(self, Self::KillEngine)
+    }
+
     /// True if the fault acts on a Redis Cluster of the case's own.
     pub fn needs_cluster(&self) -> bool {
         matches!(
@@ -233,6 +242,11 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// True if the case runs a second engine (a second server) beside the first.
+    pub fn has_second_engine(&self) -> bool {
+        self.faults.iter().any(|f| f.fault.needs_second_engine())
+    }
+
     /// Total operations.
     pub fn size(&self) -> usize {
         self.processes.iter().map(Vec::len).sum()
@@ -302,6 +316,7 @@ fn fault(templates: u32) -> impl Strategy<Value = Fault> {
         1 => (0..templates, evicted_key()).prop_map(|(template, key)| Fault::EvictKey { template, key }),
         1 => (0..templates).prop_map(|template| Fault::AbortRebuild { template }),
         1 => grey_fault(),
+        1 => Just(Fault::KillEngine),
     ]
 }
 

@@ -85,15 +85,26 @@ impl TestEnv {
         mut config: EngineConfig,
     ) -> Result<CouponEngine, ProvisionError> {
         config.namespace = self.namespace.clone();
-        let pool = postgres::pool_options(10)
-            .connect(&self.database_url)
-            .await
-            .map_err(ProvisionError::setup)?;
-        let redis = RedisStore::connect_to(&self.redis, &config.namespace)
-            .await
-            .map_err(ProvisionError::setup)?;
-        Ok(CouponEngine::new(pool, redis, config))
+        engine_on(&self.database_url, &self.redis, config).await
     }
+}
+
+/// An engine on an existing environment's database and Redis (`config.namespace` names
+/// it): a second server, or a server restarted after a kill. Its tasks and connections
+/// belong to the runtime it is built on.
+pub async fn engine_on(
+    database_url: &str,
+    redis: &RedisTarget,
+    config: EngineConfig,
+) -> Result<CouponEngine, ProvisionError> {
+    let pool = postgres::pool_options(10)
+        .connect(database_url)
+        .await
+        .map_err(ProvisionError::setup)?;
+    let redis = RedisStore::connect_to(redis, &config.namespace)
+        .await
+        .map_err(ProvisionError::setup)?;
+    Ok(CouponEngine::new(pool, redis, config))
 }
 
 impl Drop for TestEnv {

@@ -33,7 +33,7 @@ pub mod redis_cluster;
 pub mod redis_server;
 mod server;
 
-pub use env::TestEnv;
+pub use env::{TestEnv, engine_on};
 pub use server::{SpawnedServer, spawn_server};
 
 use std::sync::Arc;

@@ -14,12 +14,14 @@
 
 mod claim;
 mod identity;
+mod persister;
 mod rebuild;
 mod redeem;
 mod refund;
 
 pub(crate) use claim::{admit, claim, persist};
 pub(crate) use identity::check_new_server;
+pub(crate) use persister::write_acknowledged;
 pub(crate) use rebuild::rebuild;
 pub(crate) use redeem::redeem;
 pub(crate) use refund::refund;

@@ -28,6 +28,7 @@ use crate::{
         template::Template,
     },
     error::{EngineError, EngineResult},
+    failpoint::{Failpoint, Failpoints},
     store::{
         arbiter::{Arbitration, Verdict},
         batch_connection::BatchConnection,
@@ -139,6 +140,7 @@ pub(super) struct Batcher {
     /// The runtime the engine was built on, where every template's worker runs (None
     /// outside one: then the first claim's runtime).
     runtime: Option<tokio::runtime::Handle>,
+    failpoints: Failpoints,
 }
 
 impl Batcher {
@@ -148,6 +150,7 @@ impl Batcher {
         limits: BatchLimits,
         variant: Variant,
         deadline: Duration,
+        failpoints: Failpoints,
     ) -> Self {
         Self {
             pg,
@@ -161,6 +164,7 @@ impl Batcher {
             queues: Mutex::new(HashMap::new()),
             stats: Arc::default(),
             runtime: tokio::runtime::Handle::try_current().ok(),
+            failpoints,
         }
     }
 
@@ -243,6 +247,7 @@ impl Batcher {
                     #[cfg(feature = "mutants")]
                     waits_for_flush: self.variant.waits_for_durability(),
                     stats: self.stats.clone(),
+                    failpoints: self.failpoints.clone(),
                     conn: if self.variant.window_by_postgres() {
                         BatchConnection::judging_window(self.pg.clone())
                     } else {
@@ -279,6 +284,7 @@ struct Committer {
     #[cfg(feature = "mutants")]
     waits_for_flush: bool,
     stats: Arc<BatchStats>,
+    failpoints: Failpoints,
     conn: BatchConnection,
     deadline: Duration,
 }
@@ -339,6 +345,8 @@ impl Committer {
             return;
         };
         let intents: Vec<PendingIntent> = batch.iter().map(|j| j.intent.clone()).collect();
+        // Only blocks or delays: a failure here would be one more batch error, already tested.
+        let _ = self.failpoints.hit(Failpoint::BatchBeforeDecide).await;
         let mut last_error = None;
         for attempt in 0..ATTEMPTS {
             let started = std::time::Instant::now();

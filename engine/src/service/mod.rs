@@ -109,12 +109,14 @@ impl CouponEngine {
             max_batch: config.group_commit_max,
             max_wait: config.group_commit_wait,
         };
+        let failpoints = Failpoints::default();
         let batcher = batcher::Batcher::new(
             pg.clone(),
             redis.clone(),
             limits,
             config.variant,
             config.deadline,
+            failpoints.clone(),
         );
         let mut task = None;
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
@@ -135,7 +137,7 @@ impl CouponEngine {
                 persister,
                 batcher,
                 shutdown: Mutex::new(None),
-                failpoints: Failpoints::default(),
+                failpoints,
                 acks_refused: AtomicU64::new(0),
                 stale_admissions: stale_admissions::Counts::default(),
                 redis_suspect_until: AtomicU64::new(0),

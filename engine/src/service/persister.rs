@@ -151,6 +151,16 @@ impl CouponEngine {
         conn: &mut BatchConnection,
     ) -> EngineResult<()> {
         let template = self.template(template_id).await?;
+        #[cfg(feature = "mutants")]
+        if let Some(r) = crate::mutants::write_acknowledged(self, &template, intents, conn).await {
+            return r;
+        }
+        // Only blocks or delays: a failure here would be one more batch error, already tested.
+        let _ = self
+            .inner
+            .failpoints
+            .hit(crate::failpoint::Failpoint::BatchBeforeDecide)
+            .await;
         let arbitration = self.inner.config.variant.arbitration();
         let verdicts = conn.decide(&template, intents, arbitration).await?;
         let mut done = Vec::with_capacity(intents.len());
