@@ -107,7 +107,9 @@ pub(crate) struct Cli {
     /// `redis-master-kill` (on a Redis Cluster of the run's own) SIGKILLs the master owning
     /// the hot template's slot; `pg-blackhole` / `redis-blackhole` hold every byte between
     /// the servers and Postgres / Redis for 5 s (a partition), then heal; `pg-pause`
-    /// SIGSTOPs Postgres for 5 s; `server-kill` (--servers N >= 2) SIGKILLs one server
+    /// SIGSTOPs Postgres for 5 s; `pg-partition-one` (--servers N >= 2) blackholes the first
+    /// server's link to Postgres alone for 5 s while the others go on; `server-kill`
+    /// (--servers N >= 2) SIGKILLs one server
     /// mid-sale and restarts it; `clock-skew` (--servers N >= 2) runs servers 2 and 3 with
     /// clocks 2 s fast and 2 s slow (libfaketime) on a sale with a claim window. A sync run
     /// must still pass; the report times each fault's recovery.

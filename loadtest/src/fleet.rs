@@ -38,6 +38,8 @@ pub(crate) struct FleetSpec {
     /// Clock offsets by server index (`faketime`'s `+2s` / `-2s`): those servers run under
     /// libfaketime, their wall clock off by that much (`--nemesis clock-skew`).
     pub skews: Vec<(usize, String)>,
+    /// A database URL of its own by server index (through a fault proxy of its own).
+    pub database_url_of: Vec<(usize, String)>,
 }
 
 /// One running server process.
@@ -144,7 +146,10 @@ impl Fleet {
             let (binary, redis, database_url) = (
                 fleet.binary.clone(),
                 spec.redis.clone(),
-                spec.database_url.clone(),
+                spec.database_url_of
+                    .iter()
+                    .find(|(at, _)| *at == i)
+                    .map_or_else(|| spec.database_url.clone(), |(_, url)| url.clone()),
             );
             let (namespace, admin, secret, service) = (
                 spec.namespace.clone(),

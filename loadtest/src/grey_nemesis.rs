@@ -26,6 +26,16 @@ pub(crate) async fn run(kind: NemesisKind, t: Target, run_for: Duration) -> Vec<
             blackhole(&mut log, t.grey.redis_link.clone(), "redis", &stock).await;
         }
         NemesisKind::PgPause => pause(&mut log, &t, &stock).await,
+        NemesisKind::PgPartitionOne => {
+            let link = t.grey.first_server_pg_link.clone();
+            blackhole(
+                &mut log,
+                link,
+                "postgres (server 1 alone; the others go on)",
+                &stock,
+            )
+            .await;
+        }
         NemesisKind::ServerKill => server_kill(&mut log, &t, &stock).await,
         other => log.fail(format!("{other:?} is not a grey fault")),
     }
@@ -39,7 +49,9 @@ async fn blackhole(log: &mut Log, link: Option<Arc<FaultProxy>>, store: &str, st
     };
     link.set(LinkMode::Blackhole);
     log.mark(
-        format!("the servers' link to {store} blackholed: bytes held, nothing reset (redis stock then: {stock})"),
+        format!(
+            "the link to {store} blackholed: bytes held, nothing reset (redis stock then: {stock})"
+        ),
         Mark::Fault,
     );
     tokio::time::sleep(GREY_HOLD).await;

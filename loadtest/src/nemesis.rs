@@ -34,6 +34,10 @@ pub(crate) enum NemesisKind {
     /// SIGSTOP the run's own Postgres (postmaster and backends) mid-sale past the deadline,
     /// then SIGCONT it.
     PgPause,
+    /// Blackhole the first `coupon-server`'s link to the run's own Postgres mid-sale, the
+    /// other servers of `--servers N` (N >= 2) left on the right side, then heal it: a
+    /// partition of one server while the others go on.
+    PgPartitionOne,
     /// SIGKILL one `coupon-server` of `--servers N` (N >= 2) mid-sale, batches in flight,
     /// and start it again.
     ServerKill,
@@ -63,7 +67,10 @@ impl NemesisKind {
 
     /// True if the fault acts on `coupon-server` processes (`--servers N`, N >= 2).
     pub(crate) fn needs_servers(self) -> bool {
-        matches!(self, Self::ServerKill | Self::ClockSkew)
+        matches!(
+            self,
+            Self::ServerKill | Self::ClockSkew | Self::PgPartitionOne
+        )
     }
 
     /// The stores and links the fault needs under the servers.
@@ -76,6 +83,10 @@ impl NemesisKind {
             }
             Self::RedisBlackhole => plan.redis_proxy = true,
             Self::PgPause => plan.own_postgres = true,
+            Self::PgPartitionOne => {
+                plan.own_postgres = true;
+                plan.partition_first = true;
+            }
             Self::ClockSkew => {
                 let n = servers.unwrap_or(0);
                 plan.skews = [(1, format!("+{SKEW}")), (2, format!("-{SKEW}"))]
@@ -153,6 +164,7 @@ pub(crate) fn spawn(
                 NemesisKind::PgBlackhole
                 | NemesisKind::RedisBlackhole
                 | NemesisKind::PgPause
+                | NemesisKind::PgPartitionOne
                 | NemesisKind::ServerKill,
                 _,
             ) => crate::grey_nemesis::run(kind, target, run_for).await,

@@ -27,6 +27,10 @@ pub(crate) struct Recovery {
     pub first_refusal_after_secs: Option<f64>,
     /// From the heal to the first claim granted that was sent after it; None: none was.
     pub recovered_after_secs: Option<f64>,
+    /// Claims granted while the fault lasted (sent after it began, answered before the
+    /// heal): none when the fault stops every server, the others' sales when it cuts off one.
+    #[serde(default)]
+    pub granted_during: u64,
 }
 
 /// Claims granted outside the hot template's window, at most this many listed.
@@ -80,6 +84,7 @@ fn pairs(nemesis: &[NemesisEvent]) -> Vec<Recovery> {
                         heal_at_secs: e.at_secs,
                         first_refusal_after_secs: None,
                         recovered_after_secs: None,
+                        granted_during: 0,
                     });
                 }
             }
@@ -98,6 +103,9 @@ fn observe(r: &mut Recovery, e: &Event) {
         if r.first_refusal_after_secs.is_none_or(|t| after < t) {
             r.first_refusal_after_secs = Some(after);
         }
+    }
+    if e.status == Some(201) && sent >= r.fault_at_secs && answered < r.heal_at_secs {
+        r.granted_during += 1;
     }
     if e.status == Some(201) && sent >= r.heal_at_secs {
         let after = answered - r.heal_at_secs;

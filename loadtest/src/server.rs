@@ -52,6 +52,8 @@ pub(crate) struct GreyPlan {
     pub redis_proxy: bool,
     /// Servers run with their wall clock off (index, `faketime` offset).
     pub skews: Vec<(usize, String)>,
+    /// The first server alone reaches Postgres through a fault proxy (a partition of one).
+    pub partition_first: bool,
 }
 
 /// The stores and links a grey-failure nemesis acts on.
@@ -63,6 +65,8 @@ pub(crate) struct GreyStores {
     pub pg_link: Option<Arc<FaultProxy>>,
     /// The link from the servers to Redis.
     pub redis_link: Option<Arc<FaultProxy>>,
+    /// The first server's own link to Postgres.
+    pub first_server_pg_link: Option<Arc<FaultProxy>>,
 }
 
 /// The run's own server(s) and the environment under them.
@@ -113,7 +117,16 @@ impl Served {
             persistence: plan.persistence,
             ..EngineConfig::default()
         };
-        let (env, own_redis, grey) = provision(plan.redis, &plan.grey, config).await?;
+        let (env, own_redis, mut grey) = provision(plan.redis, &plan.grey, config).await?;
+        // The first server's own link is made to the run's database (its name is known
+        // only now); the others reach it directly.
+        let mut database_url_of = Vec::new();
+        if plan.grey.partition_first {
+            let (link, url) = FaultProxy::for_url(&env.database_url)
+                .context("starting the fault proxy in front of the first server's Postgres")?;
+            grey.first_server_pg_link = Some(Arc::new(link));
+            database_url_of.push((0, url));
+        }
         let admin_token = format!("lt-admin-{}", Uuid::new_v4().simple());
         let user_secret = format!("lt-users-{}", Uuid::new_v4().simple());
         // The run's own servers are configured as production should be: redeem belongs to
@@ -157,6 +170,7 @@ impl Served {
                     user_secret,
                     service_token: service_token.clone(),
                     skews: plan.grey.skews.clone(),
+                    database_url_of,
                 })
                 .await?;
                 let urls = fleet.base_urls();

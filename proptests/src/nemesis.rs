@@ -42,8 +42,10 @@ pub struct Target {
     pub pg_link: Option<Arc<FaultProxy>>,
     /// The engine's link to Redis (present whenever the schedule has a link fault).
     pub redis_link: Option<Arc<FaultProxy>>,
-    /// The case's second engine (present whenever the schedule kills one).
+    /// The case's second engine (present whenever the schedule kills or partitions one).
     pub second: Option<Arc<EngineProcess>>,
+    /// The second engine's own link to Postgres (present whenever the schedule partitions it).
+    pub second_pg_link: Option<Arc<FaultProxy>>,
 }
 
 /// What the nemesis did to a case.
@@ -95,7 +97,10 @@ pub async fn heal(target: &Target) {
     if let Some(r) = &target.redis {
         let _ = r.lock().await.signal("CONT");
     }
-    for link in [&target.pg_link, &target.redis_link].into_iter().flatten() {
+    for link in [&target.pg_link, &target.redis_link, &target.second_pg_link]
+        .into_iter()
+        .flatten()
+    {
         link.set(LinkMode::Pass);
     }
     if let Some(pg) = target.postgres.clone() {
@@ -132,6 +137,8 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
         Fault::BlackholePostgres { .. }
         | Fault::BlackholeRedis { .. }
         | Fault::SlowPostgres { .. }
+        | Fault::ThrottleRedis { .. }
+        | Fault::PartitionSecondEngine { .. }
         | Fault::PausePostgres { .. } => grey(t, fault).await,
         Fault::KillEngine => kill_engine(t).await,
     }
@@ -195,6 +202,20 @@ async fn grey(t: &Target, fault: &Fault) -> anyhow::Result<String> {
             tokio::time::sleep(Duration::from_millis(*ms)).await;
             l.set(LinkMode::Pass);
             format!("the link to postgres delayed {latency_ms}ms a chunk for {ms}ms")
+        }
+        Fault::ThrottleRedis { bytes_per_sec, ms } => {
+            let l = link(&t.redis_link)?;
+            l.set(LinkMode::Bandwidth(*bytes_per_sec));
+            tokio::time::sleep(Duration::from_millis(*ms)).await;
+            l.set(LinkMode::Pass);
+            format!("the link to redis limited to {bytes_per_sec} B/s for {ms}ms")
+        }
+        Fault::PartitionSecondEngine { ms } => {
+            let l = link(&t.second_pg_link)?;
+            l.set(LinkMode::Blackhole);
+            tokio::time::sleep(Duration::from_millis(*ms)).await;
+            l.set(LinkMode::Pass);
+            format!("the second engine alone cut off from postgres {ms}ms, then healed")
         }
         Fault::PausePostgres { ms } => {
             let pg = t

@@ -32,7 +32,7 @@ use crate::{
     linearizability::{Budget, Verdict, check_partitioned},
     nemesis::{self, Target},
     op::{CouponRef, Op, OpResult, Policy, Refusal},
-    scenario::Scenario,
+    scenario::{Fault, Scenario},
 };
 
 /// The engine's deadline in the property tests: shorter than the default so that a grey
@@ -193,16 +193,26 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
     };
     let env = TestEnv::on(stores.backends.clone(), config.clone()).await?;
     let engine = env.engine.clone();
-    let second = if scenario.has_second_engine() {
+    let partitioned = scenario
+        .faults
+        .iter()
+        .any(|f| matches!(f.fault, Fault::PartitionSecondEngine { .. }));
+    let (second, second_pg_link) = if scenario.has_second_engine() {
         let config = EngineConfig {
             namespace: env.namespace.clone(),
             ..config
         };
-        let process =
-            EngineProcess::start(env.database_url.clone(), env.redis.clone(), config).await?;
-        Some(Arc::new(process))
+        // Its own link, so that a partition cuts it off alone.
+        let (link, database_url) = if partitioned {
+            let (link, url) = FaultProxy::for_url(&env.database_url)?;
+            (Some(Arc::new(link)), url)
+        } else {
+            (None, env.database_url.clone())
+        };
+        let process = EngineProcess::start(database_url, env.redis.clone(), config).await?;
+        (Some(Arc::new(process)), link)
     } else {
-        None
+        (None, None)
     };
     let templates = create_templates(&engine, scenario).await?;
     if stores.failover {
@@ -221,6 +231,7 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         pg_link: stores.pg_link.clone(),
         redis_link: stores.redis_link.clone(),
         second: second.clone(),
+        second_pg_link,
     };
     let (history, errors, nemesis) = drive(scenario, &target, cfg.op_timeout).await?;
     if let Some(second) = &second {

@@ -140,6 +140,19 @@ pub enum Fault {
     /// uses it) killed the moment a claim batch of its own is about to be decided — in
     /// flight, its intents pending in Redis — and restarted at once: a SIGKILL mid-batch.
     KillEngine,
+    /// Grey: the case's second engine alone cut off from Postgres (its link blackholed) for
+    /// `ms` while the first goes on: a partition of one server, the others on the right side.
+    PartitionSecondEngine {
+        /// How long its link holds, ms.
+        ms: u64,
+    },
+    /// Grey: the link to the case's own Redis limited to `bytes_per_sec` each way, for `ms`.
+    ThrottleRedis {
+        /// Bytes a second each way.
+        bytes_per_sec: u64,
+        /// How long the link is throttled, ms.
+        ms: u64,
+    },
 }
 
 /// A template key the eviction fault deletes.
@@ -194,6 +207,7 @@ impl Fault {
                 | Self::BlackholePostgres { .. }
                 | Self::SlowPostgres { .. }
                 | Self::PausePostgres { .. }
+                | Self::PartitionSecondEngine { .. }
         )
     }
 
@@ -204,12 +218,13 @@ impl Fault {
             Self::BlackholePostgres { .. }
                 | Self::BlackholeRedis { .. }
                 | Self::SlowPostgres { .. }
+                | Self::ThrottleRedis { .. }
         )
     }
 
     /// True if the fault acts on a second engine of the case's.
     pub fn needs_second_engine(&self) -> bool {
-        matches!(self, Self::KillEngine)
+        matches!(self, Self::KillEngine | Self::PartitionSecondEngine { .. })
     }
 
     /// True if the fault acts on a Redis Cluster of the case's own.
@@ -329,6 +344,9 @@ pub fn grey_fault() -> impl Strategy<Value = Fault> {
         (3000u64..=3500).prop_map(|ms| Fault::PausePostgres { ms }),
         (20u64..=100, 500u64..=1500)
             .prop_map(|(latency_ms, ms)| Fault::SlowPostgres { latency_ms, ms }),
+        (3000u64..=3500).prop_map(|ms| Fault::PartitionSecondEngine { ms }),
+        (2_000u64..=20_000, 500u64..=1500)
+            .prop_map(|(bytes_per_sec, ms)| Fault::ThrottleRedis { bytes_per_sec, ms }),
     ]
 }
 

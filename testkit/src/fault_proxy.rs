@@ -1,15 +1,15 @@
 //! A TCP fault proxy between an engine and one store, for grey failures (docs/ARCHITECTURE.md,
 //! "Deadlines"): added latency, a blackhole (bytes held, never reset: a partition, a dead
-//! switch port, a frozen VM), connections reset, or the plain link.
+//! switch port, a frozen VM), connections reset, a bandwidth limit, or the plain link.
 //!
 //! Why our own and not Toxiproxy: Toxiproxy is a Go program with no Debian package, and no
 //! registry this project builds from carries it. `noxious` (its Rust port, 1.0.4, last
 //! released 2021) was evaluated in-process: its `timeout` toxic with timeout 0 reads and
 //! discards the bytes, where a real partition holds them and delivers them after the heal
 //! (which is what makes a batch's outcome unknown, the case that matters here), it has no
-//! `reset_peer` (its issue 1), and its runner API is `doc(hidden)`. The modes needed are four
+//! `reset_peer` (its issue 1), and its runner API is `doc(hidden)`. The modes needed are five
 //! of one relay; their names follow Toxiproxy's toxics (`latency`, `timeout` = blackhole,
-//! `reset_peer`) so a case can be replayed on a real Toxiproxy. Each proxy runs on a thread
+//! `reset_peer`, `bandwidth`) so a case can be replayed on a real Toxiproxy. Each proxy runs on a thread
 //! of its own with its own runtime: it keeps relaying (or holding) whatever the test's runtime does.
 
 use std::{
@@ -38,11 +38,14 @@ pub enum LinkMode {
     Blackhole,
     /// Reset every open connection, and every new one at once (`reset_peer`).
     Reset,
+    /// Relay at most this many bytes a second, each way, on each connection (Toxiproxy's
+    /// `bandwidth`): a saturated or badly negotiated link.
+    Bandwidth(u64),
 }
 
 impl LinkMode {
     fn relays(self) -> bool {
-        matches!(self, Self::Pass | Self::Latency(_))
+        matches!(self, Self::Pass | Self::Latency(_) | Self::Bandwidth(_))
     }
 }
 
@@ -254,6 +257,11 @@ fn reset(stream: &TcpStream) {
     let _ = stream.set_linger(Some(Duration::ZERO));
 }
 
+/// How long `bytes` take at `rate` bytes a second (a zero rate counts as one byte a second).
+fn transfer_time(bytes: usize, rate: u64) -> Duration {
+    Duration::from_secs_f64(bytes as f64 / rate.max(1) as f64)
+}
+
 /// Relays one direction. A chunk read while the link relays but before a blackhole began is
 /// held too: nothing crosses a blackholed link.
 async fn pump(
@@ -283,6 +291,7 @@ async fn pump(
         }
         let delay = match *link.mode.borrow() {
             LinkMode::Latency(d) => d,
+            LinkMode::Bandwidth(rate) => transfer_time(n, rate),
             _ => Duration::ZERO,
         };
         if !delay.is_zero() {
