@@ -104,7 +104,7 @@ fn linearizability(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
         Verdict::NotLinearizable { explanation } => {
             vec![Finding::new(Invariant::I8, explanation.clone())]
         }
-        Verdict::Undecided { reason } => vec![Finding::new(
+        Verdict::Undecided { reason, .. } => vec![Finding::new(
             Invariant::I8,
             format!("undecided (not a pass): {reason}"),
         )],

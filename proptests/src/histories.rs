@@ -8,6 +8,7 @@
 
 pub mod edn;
 pub mod etcd_log;
+pub mod generate;
 pub mod knossos;
 pub mod kv;
 pub mod kv_log;
@@ -16,6 +17,7 @@ pub mod multi_register;
 pub mod mutex;
 mod pairing;
 pub mod register;
+mod register_sources;
 
 use std::{fmt, str::FromStr};
 

@@ -12,7 +12,6 @@
 //! ([`Model::no_effect`]); and model states are interned with their transitions cached, so
 //! each distinct state is stepped and copied once however many paths reach it.
 
-mod bitset;
 mod budget;
 pub mod coupon;
 mod explain;
@@ -25,11 +24,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use budget::Budget;
+pub use budget::{Budget, DEFAULT_MAX_MEMORY, Limit};
 pub use coupon::{Coupons, Template, check, check_partitioned};
 pub use model::{Completion, Model, OpOf, TimedOp, Whole};
 
-use budget::Meter;
+use budget::{Exhausted, Meter};
 use search::{Progress, Search};
 
 /// The answer of a check.
@@ -47,6 +46,9 @@ pub enum Verdict {
     Undecided {
         /// Why no verdict was reached.
         reason: String,
+        /// Which budget ended the search (`None`: no budget, e.g. a malformed history).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<Limit>,
     },
 }
 
@@ -108,6 +110,14 @@ fn check_parts<M: Model>(model: &M, parts: Vec<Part<'_, M>>, budget: Budget) -> 
                 .is_none_or(|c| !model.no_effect(&op.input, &c.output))
         });
         ops.sort_by_key(|op| op.call);
+        if let Some(why) = model.refute(&ops) {
+            return Verdict::NotLinearizable {
+                explanation: match label.as_str() {
+                    "" => why,
+                    _ => format!("{label}: {why}"),
+                },
+            };
+        }
         active.push((label, Search::new(model, ops), Some(init)));
     }
     while !active.is_empty() {
@@ -133,13 +143,14 @@ fn check_parts<M: Model>(model: &M, parts: Vec<Part<'_, M>>, budget: Budget) -> 
                         explanation: named(search.explain()),
                     };
                 }
-                Err(reason) => {
+                Err(Exhausted { limit, reason }) => {
                     let reason = match others {
                         0 => reason,
                         _ => format!("{reason} ({others} other partitions unfinished too)"),
                     };
                     return Verdict::Undecided {
                         reason: named(reason),
+                        limit: Some(limit),
                     };
                 }
             }

@@ -4,7 +4,10 @@
 //! FILE…` with MODEL one of etcd, kv, cas-register, multi-register, mutex. Prints, per file,
 //! the verdict, the time and the number of operations, and for a violation the longest
 //! linearizable prefix and the operation no order explains; `--json` prints one JSON object
-//! per file instead (`{"file","error"}` for a file that cannot be read). Exit status: 0
+//! per file instead (`{"file","verdict","millis","ops"}`, with `"explanation"` for a
+//! violation, `"reason"` and `"limit"` — time, memory — for an undecided file;
+//! `{"file","error"}` for a file that cannot be read). `--timeout` and `--max-memory` bound
+//! each file's search. Exit status: 0
 //! every file linearizable, 1 one is not, 2 one is undecided (time limit reached), 3 a file
 //! could not be read or parsed, or the command line is wrong; the highest applies.
 
@@ -14,7 +17,7 @@ use anyhow::Context;
 use clap::Parser;
 use coupon_proptests::{
     histories::{ModelName, Options},
-    linearizability::{Budget, Verdict},
+    linearizability::{Budget, DEFAULT_MAX_MEMORY, Verdict},
 };
 
 #[path = "check-history/run.rs"]
@@ -34,9 +37,15 @@ struct Args {
     /// Check a kv history as one store instead of key by key (much slower).
     #[arg(long)]
     unpartitioned: bool,
-    /// Give up on a file (verdict undecided) after this many seconds.
-    #[arg(long, default_value_t = 300)]
+    /// Give up on a file (verdict undecided) after this many seconds (honoured within a
+    /// second).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     timeout: u64,
+    /// Give up on a file (verdict undecided, never an out-of-memory kill) once the search
+    /// holds this many MiB.
+    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MAX_MEMORY >> 20,
+          value_parser = clap::value_parser!(u64).range(16..))]
+    max_memory: u64,
     /// The history files.
     #[arg(required = true)]
     files: Vec<PathBuf>,
@@ -56,7 +65,10 @@ fn main() -> anyhow::Result<ExitCode> {
         }
     };
     let options = Options {
-        budget: Budget::time_only(Duration::from_secs(args.timeout)),
+        budget: Budget {
+            max_memory: args.max_memory << 20,
+            ..Budget::time_only(Duration::from_secs(args.timeout))
+        },
         partitioned: !args.unpartitioned,
     };
     let mut status = 0;

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use super::edn::Edn;
-use crate::linearizability::{Model, Whole};
+use crate::linearizability::{Model, OpOf, Whole};
 
 /// What a client asks of the register.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +132,10 @@ impl Model for Register {
 
     fn describe(&self, state: &Option<i64>) -> String {
         format!("register {}", Value(*state))
+    }
+
+    fn refute(&self, ops: &[&OpOf<Self>]) -> Option<String> {
+        super::register_sources::refute(self.initial, ops)
     }
 }
 

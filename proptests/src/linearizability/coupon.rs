@@ -123,6 +123,7 @@ pub fn check_partitioned(history: &History, specs: &[TemplateSpec], budget: Budg
         Err(e) => {
             return Verdict::Undecided {
                 reason: format!("malformed history: {e}"),
+                limit: None,
             };
         }
     };

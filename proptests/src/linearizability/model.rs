@@ -54,6 +54,18 @@ pub trait Model {
 
     /// A state as a person reads it, for explanations.
     fn describe(&self, state: &Self::State) -> String;
+
+    /// A reason, found without a search, that no order of `ops` (one partition's, sorted by
+    /// call, those of [`Model::no_effect`] left out) can explain them; `None` decides
+    /// nothing. It must be sound: a model that cannot prove a violation cheaply keeps the
+    /// default. (A search must exhaust every order before a violation deep in a long,
+    /// highly concurrent history; a cheap proof spares it.)
+    fn refute(&self, _ops: &[&OpOf<Self>]) -> Option<String>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
 
 /// The key of a model checked as a whole: it displays as nothing, so explanations carry no

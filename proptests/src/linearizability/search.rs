@@ -9,12 +9,20 @@
 //!
 //! The depth-first search keeps its path on an explicit stack, so a history of any length
 //! needs no deeper native stack than a short one.
+//!
+//! The configurations seen are kept as fingerprints, not as sets: a 128-bit Zobrist hash of
+//! the placed set (one random key per operation, XORed in and out as operations are placed
+//! and taken back, so a step costs O(1) whatever the history's length) with the state's id.
+//! A set of a 20,000-operation history is 2.5 KB; its fingerprint is 16 bytes. Two distinct
+//! placed sets share a fingerprint with probability 2^-128 per pair: over the ~10^8
+//! configurations a memory budget of a few GB allows, a chance below 10^-22 that one
+//! configuration is wrongly taken as seen (which could only turn a linearizable verdict
+//! into a violation, never the reverse) — far below the chance of a memory fault.
 
 use std::collections::{HashMap, HashSet};
 
 use super::{
-    bitset::Bitset,
-    budget::Meter,
+    budget::{Exhausted, Limit, Meter},
     fxhash::FxBuild,
     links::Links,
     model::{Model, OpOf},
@@ -76,15 +84,18 @@ pub(super) struct Search<'a, M: Model> {
     calls: Links,
     /// Unplaced completed operations by return time.
     returns: Links,
-    placed: Bitset,
+    /// Zobrist keys, one per operation.
+    keys: Vec<u128>,
+    /// Fingerprint of the placed set: the XOR of its operations' keys.
+    print: u128,
     /// Completed operations not placed yet; the search succeeds when none are left.
     open: usize,
     pub(super) states: Vec<M::State>,
     ids: HashMap<M::State, StateId, FxBuild>,
     /// `(state, op)` to the state after it, `None` when the model contradicts the record.
     transitions: HashMap<(StateId, usize), Option<StateId>, FxBuild>,
-    /// Configurations already explored: placed set and state.
-    seen: HashSet<(Bitset, StateId), FxBuild>,
+    /// Configurations already explored: placed set's fingerprint and state.
+    seen: HashSet<(u128, StateId), FxBuild>,
     stack: Vec<Frame>,
     pub(super) deepest: Option<DeadEnd>,
 }
@@ -104,7 +115,8 @@ impl<'a, M: Model> Search<'a, M> {
             calls: Links::new(n, 0..n),
             open: by_return.len(),
             returns: Links::new(n, by_return.into_iter().map(|(_, i)| i)),
-            placed: Bitset::new(n),
+            keys: zobrist_keys(n),
+            print: 0,
             ops,
             states: Vec::new(),
             ids: HashMap::default(),
@@ -116,7 +128,11 @@ impl<'a, M: Model> Search<'a, M> {
     }
 
     /// Starts the search from `init`.
-    pub(super) fn start(&mut self, init: M::State, meter: &mut Meter) -> Result<Progress, String> {
+    pub(super) fn start(
+        &mut self,
+        init: M::State,
+        meter: &mut Meter,
+    ) -> Result<Progress, Exhausted> {
         let start = self.intern(init)?;
         if self.open == 0 {
             return Ok(Progress::Linearizable);
@@ -126,8 +142,11 @@ impl<'a, M: Model> Search<'a, M> {
     }
 
     /// Goes on for at most `moves` placements tried; `Err` when the budget ran out first.
-    pub(super) fn resume(&mut self, meter: &mut Meter, moves: u64) -> Result<Progress, String> {
+    pub(super) fn resume(&mut self, meter: &mut Meter, moves: u64) -> Result<Progress, Exhausted> {
         for _ in 0..moves {
+            // Every turn counts, a configuration found seen as much as one entered: a search
+            // that mostly meets seen configurations must still see its deadline.
+            meter.tick(|| self.bytes_held())?;
             let Some(top) = self.stack.last_mut() else {
                 return Ok(Progress::NotLinearizable);
             };
@@ -136,11 +155,11 @@ impl<'a, M: Model> Search<'a, M> {
                 continue;
             };
             top.tried += 1;
-            self.placed.insert(i);
-            if !self.seen.insert((self.placed.clone(), next)) {
-                self.placed.remove(i);
+            let print = self.print ^ self.keys[i];
+            if !self.seen.insert((print, next)) {
                 continue;
             }
+            self.print = print;
             self.lift(i);
             if self.open == 0 {
                 return Ok(Progress::Linearizable);
@@ -161,11 +180,11 @@ impl<'a, M: Model> Search<'a, M> {
         state: StateId,
         via: Option<usize>,
         meter: &mut Meter,
-    ) -> Result<(), String> {
+    ) -> Result<(), Exhausted> {
         let mut misfits = Vec::new();
         let mut fits = Vec::new();
         for i in self.candidates() {
-            meter.tick()?;
+            meter.tick(|| self.bytes_held())?;
             match self.transition(state, i)? {
                 None => misfits.push(i),
                 Some(next) if next != state => fits.push((i, next)),
@@ -207,7 +226,7 @@ impl<'a, M: Model> Search<'a, M> {
     fn leave(&mut self) {
         if let Some(Frame { via: Some(i), .. }) = self.stack.pop() {
             self.unlift(i);
-            self.placed.remove(i);
+            self.print ^= self.keys[i];
         }
     }
 
@@ -246,7 +265,7 @@ impl<'a, M: Model> Search<'a, M> {
 
     /// The state after operation `i` on `state`, or `None` if the model's answer there
     /// contradicts the recorded outcome.
-    fn transition(&mut self, state: StateId, i: usize) -> Result<Option<StateId>, String> {
+    fn transition(&mut self, state: StateId, i: usize) -> Result<Option<StateId>, Exhausted> {
         if let Some(&known) = self.transitions.get(&(state, i)) {
             return Ok(known);
         }
@@ -265,15 +284,38 @@ impl<'a, M: Model> Search<'a, M> {
         Ok(next)
     }
 
-    fn intern(&mut self, state: M::State) -> Result<StateId, String> {
+    fn intern(&mut self, state: M::State) -> Result<StateId, Exhausted> {
         if let Some(&id) = self.ids.get(&state) {
             return Ok(id);
         }
-        let id = StateId::try_from(self.states.len())
-            .map_err(|_| format!("more than {} distinct model states", StateId::MAX))?;
+        let id = StateId::try_from(self.states.len()).map_err(|_| Exhausted {
+            limit: Limit::Size,
+            reason: format!("more than {} distinct model states", StateId::MAX),
+        })?;
         self.states.push(state.clone());
         self.ids.insert(state, id);
         Ok(id)
+    }
+
+    /// A close estimate of the bytes the search's tables hold: each entry with the hash
+    /// table's control byte and its spare capacity, the states by their inline size (a
+    /// state's heap parts, small for every model here, are not counted), and the path.
+    pub(super) fn bytes_held(&self) -> u64 {
+        fn table<T>(capacity: usize) -> u64 {
+            (capacity * (size_of::<T>() + 1)) as u64
+        }
+        // A table about to grow holds its old and its new array at once.
+        let growing = self.seen.len() + 2 * 1024 >= self.seen.capacity();
+        let seen_capacity = self.seen.capacity() * if growing { 3 } else { 1 };
+        table::<(u128, StateId)>(seen_capacity)
+            + table::<((StateId, usize), Option<StateId>)>(self.transitions.capacity())
+            + table::<(M::State, StateId)>(self.ids.capacity())
+            + (self.states.capacity() * size_of::<M::State>()) as u64
+            + self
+                .stack
+                .iter()
+                .map(|f| (size_of::<Frame>() + f.fits.capacity() * 16) as u64)
+                .sum::<u64>()
     }
 
     /// The operations placed on the current path, each with the state it was applied to.
@@ -305,4 +347,20 @@ impl<'a, M: Model> Search<'a, M> {
             misfits,
         });
     }
+}
+
+/// One random 128-bit key per operation, the same on every run (a fixed seed: a check is
+/// reproducible), from SplitMix64.
+fn zobrist_keys(n: usize) -> Vec<u128> {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    (0..n)
+        .map(|_| (u128::from(next()) << 64) | u128::from(next()))
+        .collect()
 }

@@ -247,6 +247,7 @@ fn tiny_budget_is_undecided() {
         Budget {
             max_steps: 1,
             deadline: None,
+            ..Budget::default()
         },
     );
     assert!(matches!(verdict, Verdict::Undecided { .. }), "{verdict:?}");

@@ -5,7 +5,7 @@ use std::{path::Path, time::Instant};
 use anyhow::Context;
 use coupon_proptests::{
     histories::{ModelName, Options, check_text},
-    linearizability::Verdict,
+    linearizability::{Limit, Verdict},
 };
 use serde::Serialize;
 
@@ -40,7 +40,9 @@ impl Report {
         }
     }
 
-    /// `{"file","verdict","millis","ops"}` on one line, in that order.
+    /// `{"file","verdict","millis","ops"}` on one line, in that order, then the
+    /// violation's `explanation`, or why it is undecided (`reason`) and which budget ended
+    /// the search (`limit`: `time`, `memory`, `steps`, `size`).
     pub fn json(&self) -> serde_json::Result<String> {
         #[derive(Serialize)]
         struct Line<'a> {
@@ -48,12 +50,26 @@ impl Report {
             verdict: &'a str,
             millis: f64,
             ops: usize,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            explanation: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            reason: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            limit: Option<Limit>,
         }
+        let (explanation, reason, limit) = match &self.verdict {
+            Verdict::Linearizable => (None, None, None),
+            Verdict::NotLinearizable { explanation } => (Some(explanation.as_str()), None, None),
+            Verdict::Undecided { reason, limit } => (None, Some(reason.as_str()), *limit),
+        };
         serde_json::to_string(&Line {
             file: &self.file,
             verdict: self.verdict_name(),
             millis: (self.millis * 1e3).round() / 1e3,
             ops: self.ops,
+            explanation,
+            reason,
+            limit,
         })
     }
 
@@ -69,7 +85,7 @@ impl Report {
         let detail = match &self.verdict {
             Verdict::Linearizable => return out,
             Verdict::NotLinearizable { explanation } => explanation,
-            Verdict::Undecided { reason } => reason,
+            Verdict::Undecided { reason, .. } => reason,
         };
         for line in detail.lines() {
             out.push_str("    ");
