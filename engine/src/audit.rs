@@ -62,8 +62,12 @@ impl AuditReport {
     }
 }
 
-/// Rows of each kind of I4/I5 problem listed at most.
+/// Rows of each kind of I4/I5/I12/I13 problem listed at most.
 const LIST_LIMIT: i64 = 20;
+
+/// How long past the sweep interval a lapsed lock may still wait for its sweep (a sweep
+/// pass takes time, and the interval counts from the end of the previous one).
+const LOCK_SWEEP_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl CouponEngine {
     /// Audits one template against I1–I5.
@@ -98,6 +102,8 @@ impl CouponEngine {
         report.check_quotas(&template, &snap, &per_user, &outbox, &in_flight);
         report.check_use_log(pg).await?;
         report.check_statuses(pg).await?;
+        let grace = self.config().lock_sweep_every + LOCK_SWEEP_MARGIN;
+        report.check_checkout(pg, grace).await?;
         Ok(report)
     }
 }
@@ -234,6 +240,42 @@ impl AuditReport {
             self.flag(
                 Invariant::I5,
                 format!("coupon {id} was refunded before it was used"),
+            );
+        }
+        Ok(())
+    }
+
+    /// I12 (locks end within their TTL plus `grace`) and I13 (no discount below zero or
+    /// above its order).
+    async fn check_checkout(
+        &mut self,
+        pg: &PgPool,
+        grace: std::time::Duration,
+    ) -> EngineResult<()> {
+        let template_id = self.template_id;
+        let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+        for (id, order, overdue_ms) in
+            postgres::audit_overdue_locks(pg, template_id, grace_ms, LIST_LIMIT).await?
+        {
+            self.flag(
+                Invariant::I12,
+                format!(
+                    "coupon {id} is still locked by order {order} {overdue_ms} ms after its \
+                     lock lapsed (allowed: {grace_ms} ms for the sweep)"
+                ),
+            );
+        }
+        for r in postgres::audit_uncapped_discounts(pg, template_id, LIST_LIMIT).await? {
+            self.flag(
+                Invariant::I13,
+                format!(
+                    "coupon {} took {} off order {} of {}: {} to pay",
+                    r.coupon_id,
+                    r.discount,
+                    r.order_id,
+                    r.order_amount,
+                    r.order_amount - r.discount
+                ),
             );
         }
         Ok(())

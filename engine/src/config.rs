@@ -41,6 +41,11 @@ pub struct EngineConfig {
     pub redeem_lock: bool,
     /// Lock time-to-live: the backstop if a holder dies.
     pub lock_ttl: Duration,
+    /// How long a checkout lock holds a coupon for its order when the lock names no TTL.
+    pub checkout_lock_ttl: Duration,
+    /// How often lapsed checkout locks are swept (the server's reconcile interval); the
+    /// auditor allows a lapsed lock this long, plus a margin, before it reports I12.
+    pub lock_sweep_every: Duration,
     /// How long a redemption waits for a busy coupon's lock before answering `busy`.
     pub lock_wait: Duration,
     /// How long a claim's outcome is remembered for retries with the same request id.
@@ -83,6 +88,8 @@ impl Default for EngineConfig {
             redeem_lock: true,
             lock_ttl: Duration::from_secs(30),
             lock_wait: Duration::from_secs(2),
+            checkout_lock_ttl: Duration::from_secs(15 * 60),
+            lock_sweep_every: Duration::from_secs(10),
             idempotency_ttl: Duration::from_secs(24 * 3600),
             batch_size: 512,
             batch_interval: Duration::from_millis(10),

@@ -22,6 +22,10 @@ pub enum EngineError {
     /// The coupon was already redeemed by a different order.
     #[error("the coupon is already used by another order")]
     AlreadyUsed,
+    /// The coupon is locked by another order's checkout (until that order pays, is
+    /// cancelled or its lock lapses).
+    #[error("the coupon is locked by another order")]
+    Locked,
     /// The coupon is past its validity.
     #[error("the coupon has expired")]
     Expired,
@@ -62,6 +66,7 @@ impl EngineError {
             Self::NotFound(_) => "not_found",
             Self::NotOwner => "not_owner",
             Self::AlreadyUsed => "already_used",
+            Self::Locked => "locked",
             Self::Expired => "expired",
             Self::BelowMinAmount { .. } => "below_min_amount",
             Self::InvalidState(_) => "invalid_state",

@@ -28,11 +28,19 @@ pub enum Invariant {
     I8,
     /// Liveness.
     I9,
+    /// One clock: the claim window.
+    I10,
+    /// One live order per coupon.
+    I11,
+    /// Locks end.
+    I12,
+    /// Nothing to pay below zero.
+    I13,
 }
 
 impl Invariant {
     /// Every invariant, in order.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 13] = [
         Self::I1,
         Self::I2,
         Self::I3,
@@ -42,6 +50,10 @@ impl Invariant {
         Self::I7,
         Self::I8,
         Self::I9,
+        Self::I10,
+        Self::I11,
+        Self::I12,
+        Self::I13,
     ];
 
     /// `I1` … `I9`.
@@ -56,6 +68,10 @@ impl Invariant {
             Self::I7 => "I7",
             Self::I8 => "I8",
             Self::I9 => "I9",
+            Self::I10 => "I10",
+            Self::I11 => "I11",
+            Self::I12 => "I12",
+            Self::I13 => "I13",
         }
     }
 
@@ -77,7 +93,24 @@ impl Invariant {
                 "Idempotency: a retried request (same request id, same order) has no second effect"
             }
             Self::I8 => "Linearizability: the history has a sequential explanation, per template",
-            Self::I9 => "Liveness: without faults, a claim with stock and under the limit succeeds",
+            Self::I9 => {
+                "Liveness: every operation is answered within the deadline (plus a margin), \
+                 faults or not; without faults, a claim with stock and under the limit succeeds"
+            }
+            Self::I10 => {
+                "One clock: no coupon is granted outside its template's claim window by the true clock"
+            }
+            Self::I11 => {
+                "One live order per coupon: no two orders hold a coupon (a live lock or a \
+                 redemption) at the same time"
+            }
+            Self::I12 => {
+                "Locks end: a checkout lock is redeemed, released or swept within its TTL plus \
+                 the sweep interval"
+            }
+            Self::I13 => {
+                "Nothing below zero to pay: a discount is never negative and never exceeds its order"
+            }
         }
     }
 }
@@ -94,7 +127,7 @@ impl std::str::FromStr for Invariant {
         Self::ALL
             .into_iter()
             .find(|i| i.id().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("{s:?} is not an invariant (I1 … I9)"))
+            .ok_or_else(|| format!("{s:?} is not an invariant (I1 … I13)"))
     }
 }
 
@@ -128,6 +161,6 @@ mod tests {
             let json = serde_json::to_string(&i).unwrap_or_default();
             assert_eq!(json, format!("\"{}\"", i.id()));
         }
-        assert!("I10".parse::<Invariant>().is_err());
+        assert!("I14".parse::<Invariant>().is_err());
     }
 }

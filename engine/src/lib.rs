@@ -20,6 +20,7 @@ pub mod http;
 pub mod invariant;
 #[cfg(feature = "mutants")]
 mod mutants;
+pub mod redact;
 pub mod service;
 pub mod store;
 pub mod variant;

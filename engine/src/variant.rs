@@ -73,6 +73,31 @@ pub enum Variant {
     /// by the property tests' engine kill (a second engine killed mid-batch).
     #[cfg(feature = "mutants")]
     D13,
+    /// Seen in the wild, macrozheng/mall #1003 ("5 concurrent orders reused one coupon"):
+    /// the order checks that the coupon is free, then locks it with an UPDATE that no
+    /// longer checks, so orders placed side by side all hold it. Killed by I11.
+    #[cfg(feature = "mutants")]
+    Mall1003,
+    /// Seen in the wild, linlinjava/litemall #581 ("total 1, limit 1: 64 concurrent claims
+    /// got 9 coupons"): the claim counts the issued rows in the database, then inserts, with
+    /// nothing atomic between the count and the insert. Killed by I1 / I3.
+    #[cfg(feature = "mutants")]
+    Litemall581,
+    /// Seen in the wild, macrozheng/mall #1002 ("the deduction is not capped: a negative
+    /// amount to pay is stored"): the discount is not limited to the order amount. Killed by
+    /// I13.
+    #[cfg(feature = "mutants")]
+    Mall1002,
+    /// Seen in the wild, oneCoupon's settlement: the LOCKING update's row count is never
+    /// checked, so a lock that matched no row (the coupon held by another order, used,
+    /// revoked) answers success. Killed by I11 / I8.
+    #[cfg(feature = "mutants")]
+    OneCouponLockUnchecked,
+    /// Seen in the wild, oneCoupon's settlement: a cancelled order never releases its
+    /// coupon (the cancel answers success and leaves it locked), so the shopper cannot use
+    /// it again until the lock lapses. Killed by I8.
+    #[cfg(feature = "mutants")]
+    OneCouponNoRelease,
 }
 
 impl Variant {
@@ -110,6 +135,16 @@ impl Variant {
             Self::D12,
             #[cfg(feature = "mutants")]
             Self::D13,
+            #[cfg(feature = "mutants")]
+            Self::Mall1003,
+            #[cfg(feature = "mutants")]
+            Self::Litemall581,
+            #[cfg(feature = "mutants")]
+            Self::Mall1002,
+            #[cfg(feature = "mutants")]
+            Self::OneCouponLockUnchecked,
+            #[cfg(feature = "mutants")]
+            Self::OneCouponNoRelease,
         ]
     }
 
@@ -121,7 +156,9 @@ impl Variant {
         use crate::store::arbiter::Arbitration;
         match self {
             #[cfg(feature = "mutants")]
-            Self::D1 | Self::D6 | Self::D6b | Self::D8 => Arbitration::TrustRedis,
+            Self::D1 | Self::D6 | Self::D6b | Self::D8 | Self::Litemall581 => {
+                Arbitration::TrustRedis
+            }
             _ => Arbitration::Enforced,
         }
     }

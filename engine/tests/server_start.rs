@@ -99,3 +99,70 @@ fn coupon_server_mutants_names_its_mutants() {
 fn with_mutant_flag(server: &std::path::Path, name: &str) -> (bool, String) {
     start(server, &["--mutant", name], &[])
 }
+
+/// Every secret and URL a deployment sets in the environment: `--help` shows none of them.
+#[test]
+fn help_never_prints_a_secret_from_the_environment() {
+    let secrets = [
+        ("COUPON_ADMIN_TOKEN", "admin-s3cr3t-1"),
+        ("COUPON_USER_TOKEN_SECRET", "user-s3cr3t-2"),
+        ("COUPON_SERVICE_TOKEN", "service-s3cr3t-3"),
+        (
+            "COUPON_REDIS_URL",
+            "redis://:redis-s3cr3t-4@127.0.0.1:6379/",
+        ),
+        (
+            "COUPON_REDIS_CLUSTER_NODES",
+            "redis://:cluster-s3cr3t-5@127.0.0.1:7000/",
+        ),
+        (
+            "COUPON_DATABASE_URL",
+            "postgres://app:pg-s3cr3t-6@127.0.0.1:5432/test",
+        ),
+    ];
+    let out = Command::new(env!("CARGO_BIN_EXE_coupon-server"))
+        .arg("--help")
+        .envs(secrets)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("COUPON_DATABASE_URL"), "{help}");
+    assert!(!help.contains("s3cr3t"), "{help}");
+}
+
+/// The development secrets are in this repository: a server using them must not answer
+/// other machines. Refused before any connection, with the variables to set.
+#[test]
+fn development_secrets_are_refused_on_a_listener_that_is_not_loopback() {
+    for listen in ["0.0.0.0:0", "[::]:0"] {
+        let (ok, err) = start_with("COUPON_LISTEN", listen);
+        assert!(!ok, "{listen}");
+        assert!(
+            err.contains("development secrets") && err.contains("COUPON_ADMIN_TOKEN"),
+            "{err}"
+        );
+    }
+}
+
+/// A store URL's password never reaches the log or the error a failed start prints.
+#[test]
+fn a_failed_start_shows_store_urls_without_their_passwords() {
+    let out = Command::new(env!("CARGO_BIN_EXE_coupon-server"))
+        .env("COUPON_REDIS_URL", "redis://:redis-s3cr3t@127.0.0.1:1/")
+        .env(
+            "COUPON_DATABASE_URL",
+            "postgres://app:pg-s3cr3t@127.0.0.1:1/none",
+        )
+        .env("RUST_LOG", "debug")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let shown = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(shown.contains("127.0.0.1:1"), "{shown}");
+    assert!(!shown.contains("s3cr3t"), "{shown}");
+}

@@ -13,6 +13,9 @@ use super::ids::TemplateId;
 pub enum CouponStatus {
     /// Held by the user, redeemable while valid.
     Issued,
+    /// Locked by an order at checkout, until it is paid (used), cancelled (issued) or its
+    /// lock lapses (issued, by the sweep).
+    Locked,
     /// Redeemed by an order.
     Used,
     /// Past validity without being used.
@@ -26,6 +29,7 @@ impl CouponStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Issued => "issued",
+            Self::Locked => "locked",
             Self::Used => "used",
             Self::Expired => "expired",
             Self::Revoked => "revoked",
@@ -36,6 +40,7 @@ impl CouponStatus {
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "issued" => Some(Self::Issued),
+            "locked" => Some(Self::Locked),
             "used" => Some(Self::Used),
             "expired" => Some(Self::Expired),
             "revoked" => Some(Self::Revoked),
@@ -48,11 +53,15 @@ impl CouponStatus {
         !matches!(self, Self::Revoked)
     }
 
-    /// The only legal transitions: issued→used, used→issued, used→revoked, issued→expired.
+    /// The only legal transitions: issued→used, used→issued, used→revoked, issued→expired,
+    /// and checkout's issued→locked, locked→used (paid), locked→issued (cancelled, lapsed).
     pub fn can_become(self, next: Self) -> bool {
         matches!(
             (self, next),
             (Self::Issued, Self::Used)
+                | (Self::Issued, Self::Locked)
+                | (Self::Locked, Self::Used)
+                | (Self::Locked, Self::Issued)
                 | (Self::Used, Self::Issued)
                 | (Self::Used, Self::Revoked)
                 | (Self::Issued, Self::Expired)
@@ -71,8 +80,11 @@ pub struct Coupon {
     pub user_id: String,
     /// Where it is in its life.
     pub status: CouponStatus,
-    /// The order using it, while used.
+    /// The order holding it, while locked or used.
     pub order_id: Option<String>,
+    /// When its checkout lock lapses, while locked.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub locked_until: Option<OffsetDateTime>,
     /// When it was claimed.
     #[serde(with = "time::serde::rfc3339")]
     pub claimed_at: OffsetDateTime,
@@ -92,8 +104,8 @@ mod tests {
     use super::CouponStatus::*;
 
     #[test]
-    fn only_the_four_transitions_are_legal() {
-        let all = [Issued, Used, Expired, Revoked];
+    fn only_the_seven_transitions_are_legal() {
+        let all = [Issued, Locked, Used, Expired, Revoked];
         let legal: Vec<_> = all
             .iter()
             .flat_map(|a| all.iter().map(move |b| (*a, *b)))
@@ -102,8 +114,11 @@ mod tests {
         assert_eq!(
             legal,
             vec![
+                (Issued, Locked),
                 (Issued, Used),
                 (Issued, Expired),
+                (Locked, Issued),
+                (Locked, Used),
                 (Used, Issued),
                 (Used, Revoked)
             ]

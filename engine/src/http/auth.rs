@@ -129,17 +129,37 @@ impl FromRequestParts<AppState> for User {
     }
 }
 
-/// Who may redeem: the order service (its token, when the server has one), or — only when the
-/// server has no service token, for compatibility — the shopper. Redeem takes `order_amount`
-/// from its caller, and a shopper who sets it could inflate a percent discount.
-pub enum Redeemer {
+impl OrderCaller {
+    /// The user whose order this is: the one the order service names (required), or the
+    /// shopper's own (a `user_id`, if given, must be theirs).
+    pub fn order_user(self, named: Option<String>) -> Result<UserId, ApiError> {
+        match (self, named) {
+            (Self::Service, Some(named)) => Ok(UserId::parse(named)?),
+            (Self::Service, None) => Err(ApiError::bad_request(
+                "user_id is required with the service token: the user whose order this is",
+            )),
+            (Self::User(user), Some(named)) if named != user.as_str() => Err(ApiError::not_owner(
+                "user_id names another user than the token's",
+            )),
+            (Self::User(user), _) => Ok(user),
+        }
+    }
+}
+
+/// Who may act on an order — lock, redeem, release, refund: the order service (its token,
+/// when the server has one), or — only when the server has no service token, for
+/// compatibility — the shopper. Redeem takes `order_amount` from its caller (a shopper who
+/// sets it could inflate a percent discount), and only the shop knows whether an order was
+/// really refunded or cancelled (a shopper who refunds an order the shop kept would use the
+/// coupon again on the next one).
+pub enum OrderCaller {
     /// The order service, acting for the user the request names.
     Service,
     /// A shopper with a user token (servers without a service token only).
     User(UserId),
 }
 
-impl FromRequestParts<AppState> for Redeemer {
+impl FromRequestParts<AppState> for OrderCaller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
@@ -153,7 +173,8 @@ impl FromRequestParts<AppState> for Redeemer {
         // An authentic user token is refused for what it is, not as an unknown token.
         user_of(state, token)?;
         Err(ApiError::forbidden(
-            "redeem belongs to the order service on this server: call it with the service token",
+            "orders belong to the order service on this server: lock, redeem, release and \
+             refund with the service token",
         ))
     }
 }

@@ -97,6 +97,70 @@ pub struct RefundRequest {
         pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
     )]
     pub order_id: String,
+    /// The user the order belongs to: required with the service token; with a user token
+    /// optional, and if given it must name the token's user.
+    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_-]+$")]
+    pub user_id: Option<String>,
+}
+
+/// `POST /v1/coupons/{id}/lock`
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LockRequest {
+    /// The order being placed (same rules as in a redemption).
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
+    pub order_id: String,
+    /// The user the order belongs to: required with the service token; with a user token
+    /// optional, and if given it must name the token's user.
+    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_-]+$")]
+    pub user_id: Option<String>,
+    /// Seconds the lock holds the coupon unless the order is paid or cancelled first
+    /// (1 to 86,400); absent or null: the server's default (15 minutes).
+    #[schema(minimum = 1, maximum = 86_400)]
+    pub ttl_secs: Option<i64>,
+}
+
+/// A checkout lock.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct LockResponse {
+    /// The coupon.
+    pub coupon_id: Uuid,
+    /// The order holding it.
+    pub order_id: String,
+    /// When the lock lapses unless the order is paid (redeem) or cancelled (release) first.
+    #[serde(with = "time::serde::rfc3339")]
+    pub locked_until: OffsetDateTime,
+}
+
+/// `POST /v1/coupons/{id}/release`
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseRequest {
+    /// The cancelled order (same rules as in a redemption).
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
+    pub order_id: String,
+    /// The user the order belongs to: required with the service token; with a user token
+    /// optional, and if given it must name the token's user.
+    #[schema(min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_-]+$")]
+    pub user_id: Option<String>,
+}
+
+/// A release.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ReleaseResponse {
+    /// The coupon.
+    pub coupon_id: Uuid,
+    /// True if the order held a lock that this released; false if it held none (already
+    /// released, or lapsed): either way the order no longer holds the coupon.
+    pub released: bool,
 }
 
 /// A refund.
@@ -165,6 +229,8 @@ pub enum ErrorCode {
     NotOwner,
     /// 409: the coupon is used by another order.
     AlreadyUsed,
+    /// 409: the coupon is locked by another order's checkout.
+    Locked,
     /// 409: the coupon is past its validity.
     Expired,
     /// 409: the order is below the template's minimum order amount.
@@ -177,8 +243,8 @@ pub enum ErrorCode {
     PayloadTooLarge,
     /// 401: missing, invalid or expired token.
     Unauthorized,
-    /// 403: the token's role may not call the operation (a shopper's redeem on a server with
-    /// a service token).
+    /// 403: the token's role may not call the operation (a shopper's lock, redeem, release
+    /// or refund on a server with a service token).
     Forbidden,
     /// 429: another redemption of the coupon is in progress; retry.
     Busy,
@@ -258,11 +324,13 @@ pub struct CouponDoc {
     pub template_id: Uuid,
     /// Its owner.
     pub user_id: String,
-    /// `issued`, `used`, `expired` or `revoked`.
+    /// `issued`, `locked`, `used`, `expired` or `revoked`.
     #[schema(schema_with = coupon_status_schema)]
     pub status: String,
-    /// The order using it, while used.
+    /// The order holding it, while locked or used.
     pub order_id: Option<String>,
+    /// When its checkout lock lapses, while locked.
+    pub locked_until: Option<OffsetDateTime>,
     /// When it was claimed.
     pub claimed_at: OffsetDateTime,
     /// Start of validity.

@@ -104,6 +104,7 @@ impl From<EngineError> for ApiError {
             EngineError::StockEmpty
             | EngineError::UserLimit { .. }
             | EngineError::AlreadyUsed
+            | EngineError::Locked
             | EngineError::Expired
             | EngineError::BelowMinAmount { .. }
             | EngineError::InvalidState(_) => StatusCode::CONFLICT,

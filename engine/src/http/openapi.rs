@@ -16,18 +16,21 @@ use super::{dto, routes};
         description = "Coupon / flash-sale API (docs/ARCHITECTURE.md, \"HTTP API\"). Every \
             error is `{\"error\": {\"code\", \"message\"}}`; bodies are limited to 16 KiB \
             (413). Admin operations take the admin bearer token (`admin`), user operations a \
-            user token minted by `POST /v1/admin/user-tokens` (`user`). Redeem belongs to the \
+            user token minted by `POST /v1/admin/user-tokens` (`user`). The order's side — \
+            checkout's lock, redeem (payment), release (cancel) and refund — belongs to the \
             order service (`service`, the server's COUPON_SERVICE_TOKEN), not to the shopper: \
-            it takes `order_amount` from its caller."
+            redeem takes `order_amount` from its caller, and only the shop knows whether an \
+            order was paid, cancelled or refunded."
     ),
     paths(
-        routes::create_template, routes::get_template, routes::claim, routes::redeem,
-        routes::refund, routes::my_coupons, routes::audit, routes::reconcile,
+        routes::create_template, routes::get_template, routes::claim, routes::lock,
+        routes::redeem, routes::release, routes::refund, routes::my_coupons, routes::audit, routes::reconcile,
         routes::mint_token, routes::health, routes::metrics, serve
     ),
     components(schemas(
         dto::ClaimRequest, dto::ClaimResponse, dto::RedeemRequest, dto::RedeemResponse,
-        dto::RefundRequest, dto::RefundResponse, dto::TokenRequest, dto::TokenResponse,
+        dto::RefundRequest, dto::RefundResponse, dto::LockRequest, dto::LockResponse,
+        dto::ReleaseRequest, dto::ReleaseResponse, dto::TokenRequest, dto::TokenResponse,
         dto::ErrorBody, dto::ErrorDetail, dto::ErrorCode, dto::Health, dto::StoreHealthDoc, dto::NewTemplateDoc,
         dto::TemplateDoc, dto::CouponDoc, dto::AuditDoc, dto::ViolationDoc, dto::ReconcileDoc,
         dto::DriftDoc
@@ -72,7 +75,8 @@ impl Modify for Security {
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
                     .description(Some(
-                        "The order service's token (COUPON_SERVICE_TOKEN): the caller of redeem",
+                        "The order service's token (COUPON_SERVICE_TOKEN): the caller of lock, \
+                         redeem, release and refund",
                     ))
                     .build(),
             ),

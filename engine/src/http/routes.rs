@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::{
     AppState,
-    auth::{Admin, Redeemer, User, unix_now, user_token, user_token_until},
+    auth::{Admin, OrderCaller, User, unix_now, user_token, user_token_until},
     dto::*,
     error::ApiError,
     extract::{ApiJson, IdParam, IdPath},
@@ -29,9 +29,12 @@ const BAD_REQUEST: &str = "invalid_request: malformed JSON, a wrong content type
 const BAD_ID: &str = "invalid_request: the id is not a hyphenated UUID";
 const ADMIN_UNAUTHORIZED: &str = "unauthorized: missing or invalid admin bearer token";
 const USER_UNAUTHORIZED: &str = "unauthorized: missing, invalid or expired user token";
-const NOT_OWNER: &str = "not_owner: the coupon belongs to another user";
 const NOT_FOUND: &str = "not_found: no such template or coupon";
 const TOO_LARGE: &str = "payload_too_large: the body is over 16 KiB";
+const ORDER_UNAUTHORIZED: &str = "unauthorized: missing or invalid service token, or missing, \
+    invalid or expired user token";
+const ORDER_FORBIDDEN: &str = "not_owner: the coupon belongs to another user than the one \
+    named; forbidden: a user token on a server where the order service alone acts on orders";
 const UNAVAILABLE: &str =
     "unavailable: a backend failed; the outcome is unknown, retry with the same ids";
 
@@ -41,7 +44,9 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/templates", post(create_template))
         .route("/v1/templates/{id}", get(get_template))
         .route("/v1/templates/{id}/claims", post(claim))
+        .route("/v1/coupons/{id}/lock", post(lock))
         .route("/v1/coupons/{id}/redeem", post(redeem))
+        .route("/v1/coupons/{id}/release", post(release))
         .route("/v1/coupons/{id}/refund", post(refund))
         .route("/v1/users/me/coupons", get(my_coupons))
         .route("/v1/admin/templates/{id}/audit", get(audit))
@@ -168,16 +173,17 @@ async fn claim(
         order's user (403 forbidden for a user token); a server without one still lets the \
         shopper redeem with a user token (compatibility), where a `user_id`, if given, must \
         be the token's user (403 not_owner otherwise). Redeeming again with the same \
-        `order_id` answers the same redemption. Besides what the schema says, the server \
+        `order_id` answers the same redemption. A coupon locked at checkout is redeemed by the \
+        order holding the lock (its payment); another order gets 409 locked. Besides what the schema says, the server \
         refuses an `order_id` longer than 64 bytes of UTF-8, and a service call without \
         `user_id` (400 invalid_request).",
     request_body = RedeemRequest,
     responses((status = 200, body = RedeemResponse, description = "The redemption (or the earlier one with this order)"),
               (status = 400, body = ErrorBody, description = BAD_REQUEST),
-              (status = 401, body = ErrorBody, description = "unauthorized: missing or invalid service token, or missing, invalid or expired user token"),
-              (status = 403, body = ErrorBody, description = "not_owner: the coupon belongs to another user than the one named; forbidden: a user token on a server where only the order service redeems"),
+              (status = 401, body = ErrorBody, description = ORDER_UNAUTHORIZED),
+              (status = 403, body = ErrorBody, description = ORDER_FORBIDDEN),
               (status = 404, body = ErrorBody, description = NOT_FOUND),
-              (status = 409, body = ErrorBody, description = "already_used, expired, below_min_amount, or invalid_state (the coupon is not issued)"),
+              (status = 409, body = ErrorBody, description = "already_used, locked (by another order's checkout), expired, below_min_amount, or invalid_state (the coupon is not issued)"),
               (status = 413, body = ErrorBody, description = TOO_LARGE),
               (status = 429, body = ErrorBody, description = "busy: another redemption of this coupon is in progress; retry"),
               (status = 503, body = ErrorBody, description = UNAVAILABLE)),
@@ -185,24 +191,11 @@ async fn claim(
 async fn redeem(
     State(s): State<AppState>,
     IdPath(id): IdPath,
-    caller: Redeemer,
+    caller: OrderCaller,
     ApiJson(req): ApiJson<RedeemRequest>,
 ) -> Response {
     timed(&s, "redeem", StatusCode::OK, async {
-        let user = match (caller, req.user_id) {
-            (Redeemer::Service, Some(named)) => UserId::parse(named)?,
-            (Redeemer::Service, None) => {
-                return Err(ApiError::bad_request(
-                    "user_id is required with the service token: the user whose order this is",
-                ));
-            }
-            (Redeemer::User(user), Some(named)) if named != user.as_str() => {
-                return Err(ApiError::not_owner(
-                    "user_id names another user than the token's",
-                ));
-            }
-            (Redeemer::User(user), _) => user,
-        };
+        let user = caller.order_user(req.user_id)?;
         let r = s
             .engine
             .redeem(id, &user, &req.order_id, req.order_amount)
@@ -217,31 +210,125 @@ async fn redeem(
 }
 
 #[utoipa::path(post, path = "/v1/coupons/{id}/refund", params(IdParam),
-    description = "Refunds the redemption of the caller's coupon by `order_id`; the template's \
-        refund policy decides whether the coupon returns to the user or to stock. Refunding \
-        again answers the same result. Besides what the schema says, the server refuses an \
-        `order_id` longer than 64 bytes of UTF-8 (400 invalid_request).",
+    description = "Refunds the redemption of a coupon by `order_id`; the template's refund \
+        policy decides whether the coupon returns to the user or to stock. **Refunds belong \
+        to the order service**: only the shop knows whether the order was really refunded, \
+        and a shopper who could refund an order the shop kept would use the coupon again on \
+        the next one. A server with a service token accepts only that token here, with \
+        `user_id` naming the order's user (403 forbidden for a user token); a server without \
+        one lets the shopper refund their own order (compatibility; the server warns of this \
+        at start). Refunding again answers the same result. Besides what the schema says, \
+        the server refuses an `order_id` longer than 64 bytes of UTF-8, and a service call \
+        without `user_id` (400 invalid_request).",
     request_body = RefundRequest,
     responses((status = 200, body = RefundResponse, description = "The refund (or the earlier one)"),
               (status = 400, body = ErrorBody, description = BAD_REQUEST),
-              (status = 401, body = ErrorBody, description = USER_UNAUTHORIZED),
-              (status = 403, body = ErrorBody, description = NOT_OWNER),
+              (status = 401, body = ErrorBody, description = ORDER_UNAUTHORIZED),
+              (status = 403, body = ErrorBody, description = ORDER_FORBIDDEN),
               (status = 404, body = ErrorBody, description = NOT_FOUND),
               (status = 409, body = ErrorBody, description = "invalid_state: the coupon is not used by this order"),
               (status = 413, body = ErrorBody, description = TOO_LARGE),
               (status = 503, body = ErrorBody, description = UNAVAILABLE)),
-    security(("user" = [])))]
+    security(("service" = []), ("user" = [])))]
 async fn refund(
     State(s): State<AppState>,
     IdPath(id): IdPath,
-    User(user): User,
+    caller: OrderCaller,
     ApiJson(req): ApiJson<RefundRequest>,
 ) -> Response {
     timed(&s, "refund", StatusCode::OK, async {
+        let user = caller.order_user(req.user_id)?;
         let r = s.engine.refund(id, &user, &req.order_id).await?;
         Ok(RefundResponse {
             coupon_id: r.coupon_id,
             status: r.status.as_str().to_owned(),
+        })
+    })
+    .await
+}
+
+#[utoipa::path(post, path = "/v1/coupons/{id}/lock", params(IdParam),
+    description = "Checkout: locks a coupon for an order being placed, until the order is paid \
+        (redeem with the same `order_id`), cancelled (release) or the lock lapses (`ttl_secs`, \
+        default 15 minutes; a lapsed lock no longer holds the coupon and the sweep gives it \
+        back). A coupon locked for one order cannot be locked, redeemed or released by another \
+        (409 locked). Locking again with the same `order_id` answers the same lock. The same \
+        callers as redeem: the order service with `user_id` when the server has a service \
+        token, the shopper otherwise. Besides what the schema says, the server refuses an \
+        `order_id` longer than 64 bytes of UTF-8, and a service call without `user_id` \
+        (400 invalid_request).",
+    request_body = LockRequest,
+    responses((status = 200, body = LockResponse, description = "The lock (or the earlier one by this order)"),
+              (status = 400, body = ErrorBody, description = BAD_REQUEST),
+              (status = 401, body = ErrorBody, description = ORDER_UNAUTHORIZED),
+              (status = 403, body = ErrorBody, description = ORDER_FORBIDDEN),
+              (status = 404, body = ErrorBody, description = NOT_FOUND),
+              (status = 409, body = ErrorBody, description = "locked (by another order), already_used, expired, or invalid_state (revoked, not valid yet, or already paid by this order)"),
+              (status = 413, body = ErrorBody, description = TOO_LARGE),
+              (status = 503, body = ErrorBody, description = UNAVAILABLE)),
+    security(("service" = []), ("user" = [])))]
+async fn lock(
+    State(s): State<AppState>,
+    IdPath(id): IdPath,
+    caller: OrderCaller,
+    ApiJson(req): ApiJson<LockRequest>,
+) -> Response {
+    timed(&s, "lock", StatusCode::OK, async {
+        let user = caller.order_user(req.user_id)?;
+        let ttl = match req.ttl_secs {
+            None => None,
+            Some(secs @ 1..=86_400) => Some(std::time::Duration::from_secs(secs.unsigned_abs())),
+            Some(secs) => {
+                return Err(ApiError::bad_request(format!(
+                    "ttl_secs must be between 1 and 86400, not {secs}"
+                )));
+            }
+        };
+        let l = s
+            .engine
+            .lock_for_order(id, &user, &req.order_id, ttl)
+            .await?;
+        Ok(LockResponse {
+            coupon_id: l.coupon_id,
+            order_id: l.order_id,
+            locked_until: l.locked_until,
+        })
+    })
+    .await
+}
+
+#[utoipa::path(post, path = "/v1/coupons/{id}/release", params(IdParam),
+    description = "Checkout: the order was cancelled; releases the lock it holds on the coupon, \
+        which is the user's to use again. Idempotent: an order that holds no lock (released \
+        before, or lapsed) answers `released: false`. An order that already paid with the \
+        coupon is refused (409 invalid_state: refund it instead), as is a coupon held by \
+        another order (409 locked or already_used). The same callers as redeem: the order \
+        service with `user_id` when the server has a service token, the shopper otherwise.",
+    request_body = ReleaseRequest,
+    responses((status = 200, body = ReleaseResponse, description = "What the release did"),
+              (status = 400, body = ErrorBody, description = BAD_REQUEST),
+              (status = 401, body = ErrorBody, description = ORDER_UNAUTHORIZED),
+              (status = 403, body = ErrorBody, description = ORDER_FORBIDDEN),
+              (status = 404, body = ErrorBody, description = NOT_FOUND),
+              (status = 409, body = ErrorBody, description = "locked or already_used (another order holds it), or invalid_state (this order paid with it)"),
+              (status = 413, body = ErrorBody, description = TOO_LARGE),
+              (status = 503, body = ErrorBody, description = UNAVAILABLE)),
+    security(("service" = []), ("user" = [])))]
+async fn release(
+    State(s): State<AppState>,
+    IdPath(id): IdPath,
+    caller: OrderCaller,
+    ApiJson(req): ApiJson<ReleaseRequest>,
+) -> Response {
+    timed(&s, "release", StatusCode::OK, async {
+        let user = caller.order_user(req.user_id)?;
+        let r = s
+            .engine
+            .release_order_lock(id, &user, &req.order_id)
+            .await?;
+        Ok(ReleaseResponse {
+            coupon_id: r.coupon_id,
+            released: r.released,
         })
     })
     .await

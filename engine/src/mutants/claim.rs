@@ -15,6 +15,7 @@ use crate::{
     service::ClaimReceipt,
     store::{
         arbiter::Verdict,
+        postgres,
         redis::{ClaimScript, Grant, PendingIntent, RequestRecord},
     },
 };
@@ -48,7 +49,8 @@ pub(crate) async fn claim(
     }
 }
 
-/// D1: GET stock and the user's count, then DECR/INCR in separate calls.
+/// D1: GET stock and the user's count, then DECR/INCR in separate calls. litemall #581:
+/// count the rows in Postgres, then take the stock, likewise in separate steps.
 pub(crate) async fn admit(
     e: &CouponEngine,
     template_id: TemplateId,
@@ -57,9 +59,11 @@ pub(crate) async fn admit(
     limit: i32,
     now_ms: i64,
 ) -> Option<EngineResult<ClaimScript>> {
-    if e.config().variant != Variant::D1 {
-        return None;
-    }
+    let counts = match e.config().variant {
+        Variant::D1 => CountsFrom::Redis,
+        Variant::Litemall581 => CountsFrom::Postgres,
+        _ => return None,
+    };
     let claim = Claim {
         template_id,
         request_id,
@@ -67,7 +71,16 @@ pub(crate) async fn admit(
         limit,
         now_ms,
     };
-    Some(check_then_decrement(e, &claim).await)
+    Some(check_then_decrement(e, &claim, counts).await)
+}
+
+/// Where a check-then-act claim reads the counts it checks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CountsFrom {
+    /// D1: Redis's stock and per-user counters.
+    Redis,
+    /// litemall #581: the rows in Postgres, as a database-only coupon system does.
+    Postgres,
 }
 
 /// What D1 admits.
@@ -79,7 +92,11 @@ struct Claim<'a> {
     now_ms: i64,
 }
 
-async fn check_then_decrement(e: &CouponEngine, c: &Claim<'_>) -> EngineResult<ClaimScript> {
+async fn check_then_decrement(
+    e: &CouponEngine,
+    c: &Claim<'_>,
+    counts: CountsFrom,
+) -> EngineResult<ClaimScript> {
     let r = e.redis();
     let t = c.template_id;
     let Some(stock) = r.stock(t).await? else {
@@ -103,10 +120,21 @@ async fn check_then_decrement(e: &CouponEngine, c: &Claim<'_>) -> EngineResult<C
             pending: r.is_pending(t, c.request_id).await?,
         }));
     }
-    if stock <= 0 {
+    let (sold_out, at_limit) = match counts {
+        CountsFrom::Redis => (
+            stock <= 0,
+            r.claimed_by(t, c.user_id).await?.unwrap_or(0) >= i64::from(c.limit),
+        ),
+        CountsFrom::Postgres => {
+            let total = e.template(t).await?.spec.total_stock;
+            let (all, mine) = postgres::counted_in_postgres(e.pool(), t, c.user_id).await?;
+            (all >= total, mine >= i64::from(c.limit))
+        }
+    };
+    if sold_out {
         return Ok(ClaimScript::StockEmpty);
     }
-    if r.claimed_by(t, c.user_id).await?.unwrap_or(0) >= i64::from(c.limit) {
+    if at_limit {
         return Ok(ClaimScript::UserLimit);
     }
     let remaining = r.take_stock(t).await?;

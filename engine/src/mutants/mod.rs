@@ -12,6 +12,7 @@
 //! (`Variant::arbitration`, `Variant::waits_for_durability`), inside the arbiter and the
 //! batcher.
 
+mod checkout;
 mod claim;
 mod identity;
 mod persister;
@@ -19,6 +20,7 @@ mod rebuild;
 mod redeem;
 mod refund;
 
+pub(crate) use checkout::{lock, release};
 pub(crate) use claim::{admit, claim, persist};
 pub(crate) use identity::check_new_server;
 pub(crate) use persister::write_acknowledged;

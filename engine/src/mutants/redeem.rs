@@ -1,4 +1,5 @@
-//! Mutants of the redeem (service/redeem.rs): D2 and D3, the seed's broken redemptions.
+//! Mutants of the redeem (service/redeem.rs): D2 and D3, the seed's broken redemptions, and
+//! mall #1002's uncapped deduction.
 
 use std::time::Duration;
 
@@ -6,6 +7,7 @@ use uuid::Uuid;
 
 use crate::{
     CouponEngine, EngineError, EngineResult, Variant,
+    domain::discount::DiscountKind,
     domain::ids::UserId,
     failpoint::Failpoint,
     service::Redemption,
@@ -29,6 +31,7 @@ pub(crate) async fn redeem(
     match e.config().variant {
         Variant::D2 => Some(redeem_d2(e, &r).await),
         Variant::D3 => Some(redeem_d3(e, &r).await),
+        Variant::Mall1002 => Some(redeem_uncapped(e, &r).await),
         _ => None,
     }
 }
@@ -117,4 +120,24 @@ async fn redeem_d3(e: &CouponEngine, r: &Redeem<'_>) -> EngineResult<Redemption>
     postgres::log_use(e.pool(), &r.logged(discount), OnConflict::Refuse).await?;
     e.redis().force_unlock(r.coupon_id).await?;
     Ok(r.redeemed(discount))
+}
+
+/// mall #1002: the engine's redemption, its discount not capped at the order amount, so a
+/// fixed discount larger than the order stores a negative amount to pay.
+async fn redeem_uncapped(e: &CouponEngine, r: &Redeem<'_>) -> EngineResult<Redemption> {
+    let mut tx = e.pool().begin().await?;
+    let (coupon, user, order) = (r.coupon_id, r.user_id, r.order_id);
+    let Some(discount) = postgres::mark_used(&mut *tx, coupon, user, order, r.order_amount).await?
+    else {
+        return Err(EngineError::InvalidState(
+            "the coupon cannot be used for this order".into(),
+        ));
+    };
+    let off = match discount.kind {
+        DiscountKind::Fixed | DiscountKind::Threshold => discount.amount.unwrap_or(0),
+        DiscountKind::Percent => discount.compute(r.order_amount)?,
+    };
+    postgres::log_use(&mut *tx, &r.logged(off), OnConflict::Refuse).await?;
+    tx.commit().await?;
+    Ok(r.redeemed(off))
 }

@@ -1,4 +1,5 @@
-//! The expiry sweep: `issued` coupons past validity become `expired`, in batches.
+//! The expiry sweep: lapsed checkout locks are released first (their coupons are issued
+//! again), then `issued` coupons past validity become `expired`, in batches.
 
 use super::CouponEngine;
 use crate::error::EngineResult;
@@ -9,6 +10,7 @@ const EXPIRE_BATCH: i64 = 1000;
 impl CouponEngine {
     /// Expires every issued coupon past its validity; returns how many.
     pub async fn expire_sweep(&self) -> EngineResult<u64> {
+        self.release_lapsed_locks().await?;
         let mut total = 0;
         loop {
             let n = crate::store::postgres::expire_batch(&self.inner.pg, EXPIRE_BATCH).await?;

@@ -2,6 +2,7 @@
 //! refund, rebuild, reconcile, expiry; docs/ARCHITECTURE.md, "Claim" onwards).
 
 mod batcher;
+mod checkout;
 mod claim;
 mod expire;
 mod health;
@@ -31,6 +32,7 @@ use tokio::sync::Mutex;
 use uuid::Uuid;
 
 pub use batcher::{BATCH_BUCKETS, BatchHistogram, BatchLimits};
+pub use checkout::{CheckoutLock, MAX_CHECKOUT_LOCK, Release};
 pub use claim::ClaimReceipt;
 pub use health::{HealthReport, PROBE_LIMIT, SLOW_AFTER, StoreHealth, StoreState};
 pub use rebuild::{Rebuilt, Trigger};

@@ -204,6 +204,7 @@ impl CouponEngine {
         let status = state.status.as_str();
         let used_by = state.order_id.as_deref();
         match status {
+            "locked" if used_by != Some(order_id) && !state.lapsed => Err(EngineError::Locked),
             "used" if used_by == Some(order_id) => Ok(Some(Redemption {
                 coupon_id,
                 order_id: order_id.to_owned(),

@@ -15,6 +15,7 @@ use std::{
     time::Duration,
 };
 
+use crate::redact::redact_url;
 use redis::{
     Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value,
     aio::{ConnectionLike, ConnectionManager},
@@ -22,8 +23,8 @@ use redis::{
     cluster_async::ClusterConnection,
 };
 
-/// Where the engine's Redis is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the engine's Redis is. Shown (`Display`, `Debug`) with passwords redacted.
+#[derive(Clone, PartialEq, Eq)]
 pub enum RedisTarget {
     /// One server (or a proxy in front of several), by URL.
     Node(String),
@@ -61,9 +62,18 @@ impl RedisTarget {
 impl fmt::Display for RedisTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Node(url) => f.write_str(url),
-            Self::Cluster(nodes) => write!(f, "cluster {}", nodes.join(",")),
+            Self::Node(url) => f.write_str(&redact_url(url)),
+            Self::Cluster(nodes) => {
+                let shown: Vec<String> = nodes.iter().map(|n| redact_url(n)).collect();
+                write!(f, "cluster {}", shown.join(","))
+            }
         }
+    }
+}
+
+impl fmt::Debug for RedisTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RedisTarget({self})")
     }
 }
 

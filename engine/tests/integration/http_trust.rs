@@ -198,15 +198,29 @@ async fn with_a_service_token_only_the_order_service_redeems() {
     let (s, r) = app.post(&redeem, SERVICE, for_alice).await;
     assert_eq!(s, StatusCode::OK, "{r}");
     assert_eq!(r["discount"], 1_000);
-    // The shopper still refunds their own order.
+    // Refunds belong to the order service too: a shopper who could refund an order the
+    // shop kept would use the coupon again on the next order (issue 48).
+    let refund = format!("/v1/coupons/{coupon}/refund");
+    let (s, e) = app.post(&refund, &alice, json!({"order_id": "o1"})).await;
+    assert_eq!((s, code(&e)), (StatusCode::FORBIDDEN, "forbidden"), "{e}");
+    let again = json!({"order_id": "o2", "order_amount": 10_000, "user_id": "alice"});
+    let (s, e) = app.post(&redeem, SERVICE, again.clone()).await;
+    assert_eq!((s, code(&e)), (StatusCode::CONFLICT, "already_used"), "{e}");
+    let (s, e) = app.post(&refund, SERVICE, json!({"order_id": "o1"})).await;
+    assert_eq!(
+        (s, code(&e)),
+        (StatusCode::BAD_REQUEST, "invalid_request"),
+        "{e}"
+    );
     let (s, r) = app
         .post(
-            &format!("/v1/coupons/{coupon}/refund"),
-            &alice,
-            json!({"order_id": "o1"}),
+            &refund,
+            SERVICE,
+            json!({"order_id": "o1", "user_id": "alice"}),
         )
         .await;
     assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["status"], "issued");
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@
 mod arbiter;
 mod batch_connection;
 mod batch_plan;
+mod checkout;
 mod claim;
 mod containers;
 mod grey_failures;

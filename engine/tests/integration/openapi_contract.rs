@@ -60,7 +60,7 @@ fn security(op: &Value) -> Vec<String> {
 fn every_operation_declares_the_statuses_it_can_answer() {
     let doc = doc();
     let ops = operations(&doc);
-    assert_eq!(ops.len(), 12, "one per route");
+    assert_eq!(ops.len(), 14, "one per route");
     for (method, path, op) in &ops {
         let got = statuses(op);
         let has = |s: &str| got.iter().any(|g| g == s);
@@ -116,13 +116,16 @@ fn every_operation_names_the_token_it_needs() {
         assert_eq!(schemes[name]["type"], "http", "{name}");
         assert_eq!(schemes[name]["scheme"], "bearer", "{name}");
     }
-    // Redeem takes either: the order service's token, or (servers without one) a user's.
-    let expected: [(&str, &str, &[&str]); 12] = [
+    // The order's side takes either: the order service's token, or (servers without one) a
+    // user's.
+    let expected: [(&str, &str, &[&str]); 14] = [
         ("post", "/v1/templates", &["admin"]),
         ("get", "/v1/templates/{id}", &[]),
         ("post", "/v1/templates/{id}/claims", &["user"]),
+        ("post", "/v1/coupons/{id}/lock", &["service", "user"]),
         ("post", "/v1/coupons/{id}/redeem", &["service", "user"]),
-        ("post", "/v1/coupons/{id}/refund", &["user"]),
+        ("post", "/v1/coupons/{id}/release", &["service", "user"]),
+        ("post", "/v1/coupons/{id}/refund", &["service", "user"]),
         ("get", "/v1/users/me/coupons", &["user"]),
         ("get", "/v1/admin/templates/{id}/audit", &["admin"]),
         ("post", "/v1/admin/reconcile", &["admin"]),
@@ -137,10 +140,13 @@ fn every_operation_names_the_token_it_needs() {
         let want: Vec<String> = tokens.iter().map(|t| (*t).to_owned()).collect();
         assert_eq!(security(op), want, "{method} {path}");
     }
-    let redeem = doc["paths"]["/v1/coupons/{id}/redeem"]["post"]["description"]
-        .as_str()
-        .unwrap();
-    assert!(redeem.contains("order service"), "{redeem}");
+    for op in ["lock", "redeem", "release", "refund"] {
+        let path = format!("/v1/coupons/{{id}}/{op}");
+        let text = doc["paths"][path.as_str()]["post"]["description"]
+            .as_str()
+            .unwrap();
+        assert!(text.contains("order service"), "{op}: {text}");
+    }
 }
 
 #[test]
@@ -342,6 +348,7 @@ fn response_schemas_mirror_what_the_handlers_serialize() {
         user_id: "u".into(),
         status: CouponStatus::Issued,
         order_id: None,
+        locked_until: None,
         claimed_at: now,
         valid_from: now,
         valid_until: now,

@@ -13,6 +13,7 @@ use crate::acks::{Event, Op, Outcome};
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Expected {
     Issued,
+    Locked(Arc<str>),
     Used(Arc<str>),
     Revoked,
 }
@@ -98,6 +99,10 @@ fn acknowledged_claims(
         let expected = replay(ops, f);
         let actual = match coupon.status {
             CouponStatus::Issued => Some(Expected::Issued),
+            CouponStatus::Locked => coupon
+                .order_id
+                .as_deref()
+                .map(|o| Expected::Locked(o.into())),
             CouponStatus::Used => coupon.order_id.as_deref().map(|o| Expected::Used(o.into())),
             CouponStatus::Revoked => Some(Expected::Revoked),
             CouponStatus::Expired => None,

@@ -63,6 +63,7 @@ fn wallet_coupon(
         user_id: user.into(),
         status,
         order_id: order.map(str::to_owned),
+        locked_until: None,
         claimed_at: now,
         valid_from: now,
         valid_until: now + time::Duration::days(30),

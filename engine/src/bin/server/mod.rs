@@ -36,11 +36,13 @@ pub struct ServerArgs {
     /// Address to listen on.
     #[arg(long, env = "COUPON_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// Redis URL (one server; ignored when --redis-cluster-nodes is set).
+    /// Redis URL (one server; ignored when --redis-cluster-nodes is set). It may carry a
+    /// password, so `--help` never shows the value it was given.
     #[arg(
         long,
         env = "COUPON_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379/"
+        default_value = "redis://127.0.0.1:6379/",
+        hide_env_values = true
     )]
     redis_url: String,
     /// Redis Cluster mode: comma-separated redis:// seed nodes (any reachable subset of the
@@ -48,23 +50,29 @@ pub struct ServerArgs {
     /// share one hash slot; MOVED/ASK and failovers are followed by the client, and a
     /// promoted or restarted master (a new run_id) has the live templates rebuilt from
     /// Postgres.
-    #[arg(long, env = "COUPON_REDIS_CLUSTER_NODES")]
+    #[arg(long, env = "COUPON_REDIS_CLUSTER_NODES", hide_env_values = true)]
     redis_cluster_nodes: Option<String>,
-    /// Postgres URL (the database must exist; migrations are applied).
+    /// Postgres URL (the database must exist; migrations are applied). It may carry a
+    /// password, so `--help` never shows the value it was given.
     #[arg(
         long,
         env = "COUPON_DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/test"
+        default_value = "postgres://postgres@127.0.0.1:5432/test",
+        hide_env_values = true
     )]
     database_url: String,
     /// Prefix of every Redis key.
     #[arg(long, env = "COUPON_REDIS_NAMESPACE", default_value = "coupon")]
     redis_namespace: String,
-    /// Admin bearer token (a development default is used, loudly, if unset).
-    #[arg(long, env = "COUPON_ADMIN_TOKEN", default_value = DEV_ADMIN_TOKEN, hide_default_value = true)]
+    /// Admin bearer token (a development default is used, loudly and on a loopback listener
+    /// only, if unset).
+    #[arg(long, env = "COUPON_ADMIN_TOKEN", default_value = DEV_ADMIN_TOKEN,
+          hide_default_value = true, hide_env_values = true)]
     admin_token: String,
-    /// Secret of the user tokens' HMAC (a development default is used, loudly, if unset).
-    #[arg(long, env = "COUPON_USER_TOKEN_SECRET", default_value = DEV_USER_SECRET, hide_default_value = true)]
+    /// Secret of the user tokens' HMAC (a development default is used, loudly and on a
+    /// loopback listener only, if unset).
+    #[arg(long, env = "COUPON_USER_TOKEN_SECRET", default_value = DEV_USER_SECRET,
+          hide_default_value = true, hide_env_values = true)]
     user_token_secret: String,
     /// Bearer token of the order service. When set, only it may redeem (redeem takes
     /// `order_amount` from its caller); when unset, shoppers redeem with their user tokens.
@@ -144,11 +152,23 @@ pub async fn run(args: ServerArgs, variant: Variant) -> anyhow::Result<()> {
         );
     } else {
         tracing::warn!(
-            "no COUPON_SERVICE_TOKEN: shoppers redeem with their own tokens and choose \
-             order_amount; give redeem to the order service by setting one"
+            "no COUPON_SERVICE_TOKEN: shoppers lock, redeem, release and refund with their own \
+             tokens and choose order_amount, so a shopper can refund an order the shop never \
+             refunded and use the coupon again; give checkout and refunds to the order service \
+             by setting one"
         );
     }
-    if args.admin_token == DEV_ADMIN_TOKEN || args.user_token_secret == DEV_USER_SECRET {
+    let dev_secrets =
+        args.admin_token == DEV_ADMIN_TOKEN || args.user_token_secret == DEV_USER_SECRET;
+    // The development secrets are printed in this source: anyone who reads it could mint
+    // user tokens or act as admin, so they may only ever answer this machine.
+    anyhow::ensure!(
+        !dev_secrets || args.listen.ip().is_loopback(),
+        "refusing to listen on {} with the development secrets: set COUPON_ADMIN_TOKEN and \
+         COUPON_USER_TOKEN_SECRET, or listen on a loopback address",
+        args.listen
+    );
+    if dev_secrets {
         tracing::warn!(
             "RUNNING WITH DEVELOPMENT SECRETS: set COUPON_ADMIN_TOKEN and \
              COUPON_USER_TOKEN_SECRET before exposing this server"

@@ -64,7 +64,7 @@ pub(super) fn template_status_schema() -> ObjectBuilder {
 }
 
 pub(super) fn coupon_status_schema() -> ObjectBuilder {
-    one_of_strings(&["issued", "used", "expired", "revoked"])
+    one_of_strings(&["issued", "locked", "used", "expired", "revoked"])
 }
 
 /// A field the variant does not use: serde reads an explicit `null` as absent, anything

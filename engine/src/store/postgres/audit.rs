@@ -185,3 +185,56 @@ pub async fn audit_undone_before_use(
     .fetch_all(pg)
     .await?)
 }
+
+/// I12: coupons still locked more than `grace_ms` after their lock lapsed: (coupon, order,
+/// milliseconds past the lapse).
+pub async fn audit_overdue_locks(
+    pg: &PgPool,
+    template: TemplateId,
+    grace_ms: i64,
+    limit: i64,
+) -> EngineResult<Vec<(Uuid, String, i64)>> {
+    Ok(sqlx::query_as(
+        "SELECT id, order_id, (extract(epoch FROM now() - locked_until) * 1000)::bigint \
+         FROM user_coupon WHERE template_id = $1 AND status = 'locked' \
+           AND locked_until < now() - make_interval(secs => $2::double precision / 1000) \
+         LIMIT $3",
+    )
+    .bind(template)
+    .bind(grace_ms)
+    .bind(limit)
+    .fetch_all(pg)
+    .await?)
+}
+
+/// I13: a redemption whose discount is negative or exceeds its order.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct UncappedDiscount {
+    /// The coupon.
+    pub coupon_id: Uuid,
+    /// The order.
+    pub order_id: String,
+    /// The order amount logged.
+    pub order_amount: i64,
+    /// The discount logged.
+    pub discount: i64,
+}
+
+/// I13 violations, refunded or not (a refund does not undo what was charged), at most
+/// `limit`.
+pub async fn audit_uncapped_discounts(
+    pg: &PgPool,
+    template: TemplateId,
+    limit: i64,
+) -> EngineResult<Vec<UncappedDiscount>> {
+    Ok(sqlx::query_as(
+        "SELECT l.coupon_id, l.order_id, l.order_amount, l.discount \
+         FROM coupon_use_log l JOIN user_coupon c ON c.id = l.coupon_id \
+         WHERE c.template_id = $1 AND (l.discount < 0 OR l.discount > l.order_amount) \
+         LIMIT $2",
+    )
+    .bind(template)
+    .bind(limit)
+    .fetch_all(pg)
+    .await?)
+}

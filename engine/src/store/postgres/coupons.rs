@@ -15,8 +15,8 @@ use crate::{
     store::records::RecentClaim,
 };
 
-const COUPON_COLUMNS: &str =
-    "id, template_id, user_id, status, order_id, claimed_at, valid_from, valid_until, used_at";
+const COUPON_COLUMNS: &str = "id, template_id, user_id, status, order_id, locked_until, claimed_at, valid_from, \
+     valid_until, used_at";
 
 /// Reads a coupon row.
 pub fn coupon_from_row(row: &PgRow) -> EngineResult<Coupon> {
@@ -27,6 +27,7 @@ pub fn coupon_from_row(row: &PgRow) -> EngineResult<Coupon> {
         user_id: row.try_get("user_id")?,
         status: CouponStatus::parse(&status).ok_or_else(|| corrupt("coupon status"))?,
         order_id: row.try_get("order_id")?,
+        locked_until: row.try_get("locked_until")?,
         claimed_at: row.try_get("claimed_at")?,
         valid_from: row.try_get("valid_from")?,
         valid_until: row.try_get("valid_until")?,

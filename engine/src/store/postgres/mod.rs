@@ -7,6 +7,7 @@
 //! name `store::postgres::f`, not the file.
 
 mod audit;
+mod checkout;
 mod coupons;
 mod identity;
 mod outbox;
@@ -20,6 +21,7 @@ mod use_log;
 use time::OffsetDateTime;
 
 pub use audit::*;
+pub use checkout::*;
 pub use coupons::*;
 pub use identity::*;
 pub use outbox::*;

@@ -14,8 +14,9 @@ use crate::{
     error::{EngineError, EngineResult},
 };
 
-/// Marks an issued, valid coupon of `user_id` used by `order_id` if the order reaches the
-/// template's minimum; returns the template's discount, or None when nothing matched.
+/// Marks a valid coupon of `user_id` used by `order_id` if the order reaches the template's
+/// minimum and the coupon is issued, locked by this order, or locked by a lapsed lock (an
+/// order that never paid); returns the template's discount, or None when nothing matched.
 pub async fn mark_used(
     conn: impl PgExecutor<'_>,
     coupon: Uuid,
@@ -24,9 +25,12 @@ pub async fn mark_used(
     order_amount: i64,
 ) -> EngineResult<Option<Discount>> {
     let row = sqlx::query(
-        "UPDATE user_coupon c SET status = 'used', order_id = $3, used_at = now() \
+        "UPDATE user_coupon c SET status = 'used', order_id = $3, used_at = now(), \
+                locked_until = NULL \
          FROM coupon_template t \
-         WHERE c.id = $1 AND c.user_id = $2 AND c.status = 'issued' \
+         WHERE c.id = $1 AND c.user_id = $2 \
+           AND (c.status = 'issued' OR (c.status = 'locked' \
+                AND (c.order_id = $3 OR c.locked_until <= now()))) \
            AND now() >= c.valid_from AND now() < c.valid_until \
            AND t.id = c.template_id AND $4 >= COALESCE(t.min_order_amount, 0) \
          RETURNING t.discount_kind, t.discount_amount, t.discount_percent, \
@@ -62,6 +66,8 @@ pub struct RedeemState {
     pub status: String,
     /// The order that used it, if used.
     pub order_id: Option<String>,
+    /// Its checkout lock has lapsed (treated as issued).
+    pub lapsed: bool,
     /// Past its validity.
     pub past: bool,
     /// Not valid yet.
@@ -80,6 +86,7 @@ pub async fn redeem_state(
 ) -> EngineResult<Option<RedeemState>> {
     Ok(sqlx::query_as(
         "SELECT c.user_id, c.status, c.order_id, now() >= c.valid_until AS past, \
+                c.status = 'locked' AND c.locked_until <= now() AS lapsed, \
                 now() < c.valid_from AS early, t.min_order_amount, l.discount \
          FROM user_coupon c JOIN coupon_template t ON t.id = c.template_id \
          LEFT JOIN coupon_use_log l ON l.coupon_id = c.id AND l.order_id = $2 AND NOT l.undone \

@@ -68,3 +68,40 @@ pub async fn restore_to_user(
     .fetch_optional(conn)
     .await?)
 }
+
+/// mall #1003: locks a coupon for `order_id` whatever its status (the check was a read
+/// before); returns the lock's end.
+pub async fn lock_unguarded(
+    conn: impl PgExecutor<'_>,
+    coupon: Uuid,
+    order_id: &str,
+    ttl_ms: i64,
+) -> EngineResult<time::OffsetDateTime> {
+    Ok(sqlx::query_scalar(
+        "UPDATE user_coupon SET status = 'locked', order_id = $2, used_at = NULL, \
+                locked_until = now() + make_interval(secs => $3::double precision / 1000) \
+         WHERE id = $1 RETURNING locked_until",
+    )
+    .bind(coupon)
+    .bind(order_id)
+    .bind(ttl_ms)
+    .fetch_one(conn)
+    .await?)
+}
+
+/// litemall #581: the coupons of `template` counting against stock, in all and of `user_id`
+/// — read, to be compared and then inserted in separate steps.
+pub async fn counted_in_postgres(
+    conn: impl PgExecutor<'_>,
+    template: TemplateId,
+    user_id: &UserId,
+) -> EngineResult<(i64, i64)> {
+    Ok(sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE user_id = $2) FROM user_coupon \
+         WHERE template_id = $1 AND status <> 'revoked'",
+    )
+    .bind(template)
+    .bind(user_id.as_str())
+    .fetch_one(conn)
+    .await?)
+}
