@@ -75,7 +75,8 @@ pub enum Variant {
     D13,
     /// Seen in the wild, macrozheng/mall #1003 ("5 concurrent orders reused one coupon"):
     /// the order checks that the coupon is free, then locks it with an UPDATE that no
-    /// longer checks, so orders placed side by side all hold it. Killed by I11.
+    /// longer checks, so orders placed side by side all hold it. Killed by I8, and by I11
+    /// when neither order let the coupon go.
     #[cfg(feature = "mutants")]
     Mall1003,
     /// Seen in the wild, linlinjava/litemall #581 ("total 1, limit 1: 64 concurrent claims
@@ -90,7 +91,7 @@ pub enum Variant {
     Mall1002,
     /// Seen in the wild, oneCoupon's settlement: the LOCKING update's row count is never
     /// checked, so a lock that matched no row (the coupon held by another order, used,
-    /// revoked) answers success. Killed by I11 / I8.
+    /// revoked) answers success. Killed by I8 / I6.
     #[cfg(feature = "mutants")]
     OneCouponLockUnchecked,
     /// Seen in the wild, oneCoupon's settlement: a cancelled order never releases its

@@ -26,6 +26,11 @@ use crate::{
 pub enum FinalStatus {
     /// Held, unused.
     Issued,
+    /// Locked at checkout by `order`.
+    Locked {
+        /// The order holding it.
+        order: String,
+    },
     /// Used by `order`.
     Used {
         /// The order holding it.
@@ -230,6 +235,25 @@ fn contradiction(last: &Operation, ret: u64, coupon: &FinalCoupon) -> Option<Str
         Op::Refund { order_id, .. } => {
             let used = matches!(coupon.status, FinalStatus::Used { .. });
             (used || live(order_id)).then_some("acknowledged refund lost")
+        }
+        Op::Lock { order_id, .. } => {
+            let locked = coupon.status
+                == FinalStatus::Locked {
+                    order: order_id.clone(),
+                };
+            // Paid since (a redeem by the same order returned later) is not a loss.
+            let paid = coupon.status
+                == FinalStatus::Used {
+                    order: order_id.clone(),
+                };
+            (!locked && !paid).then_some("acknowledged lock lost")
+        }
+        Op::Release { order_id, .. } => {
+            let held = coupon.status
+                == FinalStatus::Locked {
+                    order: order_id.clone(),
+                };
+            held.then_some("acknowledged release lost")
         }
         Op::Claim { .. } => None,
     }?;

@@ -8,6 +8,7 @@ use crate::{
     ack::{FinalState, check_acks},
     history::{EventKind, History},
     linearizability::Verdict,
+    one_order::check_one_live_order,
     run::{CASE_DEADLINE, LIVENESS_MARGIN, loses_redis_state},
     scenario::Scenario,
 };
@@ -33,12 +34,14 @@ pub struct Evidence<'a> {
 /// A checker: the findings it has on a case (an `Err` is a harness error, not a finding).
 pub type Checker = fn(&Evidence<'_>) -> anyhow::Result<Vec<Finding>>;
 
-/// Every checker, in report order: the auditor (I1–I5), Redis's admissions (I2, I3 while
-/// the case ran), the acknowledgements (I6, I7), linearizability (I8), liveness (I9).
-pub const CHECKERS: [(&str, Checker); 5] = [
+/// Every checker, in report order: the auditor (I1–I5, I12, I13), Redis's admissions (I2,
+/// I3 while the case ran), the acknowledgements (I6, I7), one live order per coupon (I11),
+/// linearizability (I8), liveness (I9).
+pub const CHECKERS: [(&str, Checker); 6] = [
     ("auditor", auditor),
     ("admissions", admissions),
     ("acknowledgements", acknowledgements),
+    ("one live order", one_live_order),
     ("linearizability", linearizability),
     ("liveness", liveness),
 ];
@@ -88,6 +91,11 @@ fn admissions(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
 /// What clients were told against the final state.
 fn acknowledgements(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
     Ok(check_acks(ev.history, ev.final_state)?)
+}
+
+/// Orders acknowledged as holding one coupon at once.
+fn one_live_order(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
+    Ok(check_one_live_order(&ev.history.operations()?))
 }
 
 /// The history against the sequential model, per template.

@@ -12,6 +12,7 @@
 //! - [`histories`]: published Jepsen/Porcupine/Knossos histories and their models, to hold
 //!   the checker to verdicts nobody here wrote.
 //! - [`ack`]: the I6/I7 checker, comparing acknowledgements with the final state.
+//! - [`one_order`]: the I11 checker, one live order per coupon, from the history.
 //! - [`scenario`], [`run`], [`nemesis`], [`property`]: generated scenarios run for real
 //!   against Redis and Postgres, with faults, checked and shrunk.
 
@@ -24,6 +25,7 @@ pub mod linearizability;
 pub mod model;
 pub mod mutation;
 pub mod nemesis;
+pub mod one_order;
 pub mod op;
 pub mod property;
 pub mod run;

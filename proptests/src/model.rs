@@ -21,6 +21,11 @@ use crate::op::{CouponRef, Op, OpResult, Policy, Refusal, TemplateSpec};
 pub enum Status {
     /// Held by its owner, usable.
     Issued,
+    /// Locked at checkout by this order (its TTL outlasts every case: it never lapses).
+    Locked {
+        /// The order holding the coupon.
+        order: String,
+    },
     /// Used by this order.
     Used {
         /// The order holding the coupon.
@@ -74,6 +79,10 @@ pub enum Effect {
     Use,
     /// A fresh refund: the coupon goes back to its owner or to stock, per the policy.
     Restore,
+    /// A fresh checkout lock: the coupon becomes locked by the order.
+    Lock,
+    /// A release of a lock the order held: the coupon is issued again.
+    Unlock,
 }
 
 /// Applies `op` to a copy of `state`: the model's answer and the state after it.
@@ -113,12 +122,46 @@ impl State {
                 coupon,
                 user,
                 order_id,
-            } => self.redeem(coupon, user, order_id),
+            } => self.on_coupon(
+                coupon,
+                user,
+                order_id,
+                OpResult::Redeemed,
+                TemplateState::redeem,
+            ),
             Op::Refund {
                 coupon,
                 user,
                 order_id,
-            } => self.refund(coupon, user, order_id),
+            } => self.on_coupon(
+                coupon,
+                user,
+                order_id,
+                OpResult::Refunded,
+                TemplateState::refund,
+            ),
+            Op::Lock {
+                coupon,
+                user,
+                order_id,
+            } => self.on_coupon(
+                coupon,
+                user,
+                order_id,
+                OpResult::Locked,
+                TemplateState::lock,
+            ),
+            Op::Release {
+                coupon,
+                user,
+                order_id,
+            } => self.on_coupon(
+                coupon,
+                user,
+                order_id,
+                OpResult::Released,
+                TemplateState::release,
+            ),
         };
         decided.unwrap_or_else(|refusal| (OpResult::Refused(refusal), Effect::None))
     }
@@ -147,6 +190,20 @@ impl State {
             }
             (Op::Refund { coupon, user, .. }, Effect::Restore) => {
                 t.restore(&coupon.request_id, user);
+            }
+            (
+                Op::Lock {
+                    coupon, order_id, ..
+                },
+                Effect::Lock,
+            ) => t.set_status(
+                &coupon.request_id,
+                Status::Locked {
+                    order: order_id.clone(),
+                },
+            ),
+            (Op::Release { coupon, .. }, Effect::Unlock) => {
+                t.set_status(&coupon.request_id, Status::Issued);
             }
             // An effect decided for another kind of operation: nothing to do.
             _ => {}
@@ -186,30 +243,23 @@ impl State {
         Ok((OpResult::Claimed { coupon }, effect))
     }
 
-    fn redeem(&self, coupon: &CouponRef, user: &str, order: &str) -> Decision {
+    /// An operation of an order on a coupon: input validation, the template, then what the
+    /// template's own step (`TemplateState::redeem`, `lock`, …) decides, answered `result`.
+    fn on_coupon(
+        &self,
+        coupon: &CouponRef,
+        user: &str,
+        order: &str,
+        result: OpResult,
+        decide: fn(&TemplateState, &str, &str, &str) -> Result<Effect, Refusal>,
+    ) -> Decision {
         valid(UserId::parse(user))?;
         valid(validate_order_id(order))?;
         let t = self
             .templates
             .get(&coupon.template)
             .ok_or(Refusal::NotFound)?;
-        Ok((
-            OpResult::Redeemed,
-            t.redeem(&coupon.request_id, user, order)?,
-        ))
-    }
-
-    fn refund(&self, coupon: &CouponRef, user: &str, order: &str) -> Decision {
-        valid(UserId::parse(user))?;
-        valid(validate_order_id(order))?;
-        let t = self
-            .templates
-            .get(&coupon.template)
-            .ok_or(Refusal::NotFound)?;
-        Ok((
-            OpResult::Refunded,
-            t.refund(&coupon.request_id, user, order)?,
-        ))
+        Ok((result, decide(t, &coupon.request_id, user, order)?))
     }
 }
 
@@ -267,8 +317,41 @@ impl TemplateState {
             Status::Used { order: o } if o == order => Ok(Effect::None),
             Status::Used { .. } => Err(Refusal::AlreadyUsed),
             Status::Revoked => Err(Refusal::InvalidState),
-            Status::Issued if coupon.orders.contains(order) => Err(Refusal::InvalidState),
-            Status::Issued => Ok(Effect::Use),
+            Status::Locked { order: o } if o != order => Err(Refusal::Locked),
+            // Issued, or locked by this order (its payment).
+            _ if coupon.orders.contains(order) => Err(Refusal::InvalidState),
+            _ => Ok(Effect::Use),
+        }
+    }
+
+    /// Checkout's conditional UPDATE plus its diagnosis.
+    fn lock(&self, request_id: &str, user: &str, order: &str) -> Result<Effect, Refusal> {
+        let coupon = owned(self.coupons.get(request_id), user)?;
+        match &coupon.status {
+            Status::Issued => Ok(Effect::Lock),
+            Status::Locked { order: o } if o == order => Ok(Effect::None),
+            Status::Locked { .. } => Err(Refusal::Locked),
+            Status::Used { order: o } if o == order => Err(Refusal::InvalidState),
+            Status::Used { .. } => Err(Refusal::AlreadyUsed),
+            Status::Revoked => Err(Refusal::InvalidState),
+        }
+    }
+
+    /// A cancel: the order's lock goes; an order that holds none answers success too.
+    fn release(&self, request_id: &str, user: &str, order: &str) -> Result<Effect, Refusal> {
+        let coupon = owned(self.coupons.get(request_id), user)?;
+        match &coupon.status {
+            Status::Locked { order: o } if o == order => Ok(Effect::Unlock),
+            Status::Locked { .. } => Err(Refusal::Locked),
+            Status::Used { order: o } if o == order => Err(Refusal::InvalidState),
+            Status::Used { .. } => Err(Refusal::AlreadyUsed),
+            Status::Issued | Status::Revoked => Ok(Effect::None),
+        }
+    }
+
+    fn set_status(&mut self, request_id: &str, status: Status) {
+        if let Some(coupon) = self.coupons.get_mut(request_id) {
+            coupon.status = status;
         }
     }
 
@@ -332,6 +415,7 @@ impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Status::Issued => f.write_str("issued"),
+            Status::Locked { order } => write!(f, "locked by {order}"),
             Status::Used { order } => write!(f, "used by {order}"),
             Status::Revoked => f.write_str("revoked"),
         }
@@ -365,7 +449,7 @@ impl fmt::Display for State {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::op::fixtures::{claim, coupon, redeem, refund};
+    use crate::op::fixtures::{claim, coupon, lock, redeem, refund, release};
 
     fn spec(stock: i64, limit: i64, policy: Policy) -> TemplateSpec {
         TemplateSpec {
@@ -549,6 +633,36 @@ mod tests {
         assert_eq!(
             s.to_string(),
             "t0: stock 1; held a=1; coupons [r1 of a used by o1, orders o1]\n"
+        );
+    }
+
+    #[test]
+    fn a_locked_coupon_belongs_to_its_order_until_paid_or_released() {
+        let s = State::new(&[spec(2, 2, Policy::ReturnToUser)]);
+        let s = expect(&s, claim("a", "r1"), claimed("r1"));
+        let s = expect(&s, lock("r1", "a", "o1"), OpResult::Locked);
+        let s = expect(&s, lock("r1", "a", "o1"), OpResult::Locked);
+        let s = expect(&s, lock("r1", "a", "o2"), refused(Refusal::Locked));
+        let s = expect(&s, redeem("r1", "a", "o2"), refused(Refusal::Locked));
+        let s = expect(&s, release("r1", "a", "o2"), refused(Refusal::Locked));
+        let s = expect(&s, lock("r1", "b", "o1"), refused(Refusal::NotOwner));
+        // Cancelled: free for the next order; released again, nothing to release.
+        let s = expect(&s, release("r1", "a", "o1"), OpResult::Released);
+        let s = expect(&s, release("r1", "a", "o1"), OpResult::Released);
+        let s = expect(&s, lock("r1", "a", "o2"), OpResult::Locked);
+        // Paid by the order holding it; then neither released nor locked again.
+        let s = expect(&s, redeem("r1", "a", "o2"), OpResult::Redeemed);
+        let s = expect(&s, release("r1", "a", "o2"), refused(Refusal::InvalidState));
+        let s = expect(&s, lock("r1", "a", "o2"), refused(Refusal::InvalidState));
+        let s = expect(&s, lock("r1", "a", "o3"), refused(Refusal::AlreadyUsed));
+        // A refunded order may lock again but never pay with the coupon twice.
+        let s = expect(&s, refund("r1", "a", "o2"), OpResult::Refunded);
+        let s = expect(&s, lock("r1", "a", "o2"), OpResult::Locked);
+        let s = expect(&s, redeem("r1", "a", "o2"), refused(Refusal::InvalidState));
+        let s = expect(&s, refund("r1", "a", "o2"), OpResult::Refunded);
+        assert_eq!(
+            s.coupon(&coupon("r1")).unwrap().status,
+            Status::Locked { order: "o2".into() }
         );
     }
 }

@@ -13,7 +13,7 @@ use proptest::prelude::*;
 use crate::{
     property::{PropertyConfig, check_with},
     run::RunConfig,
-    scenario::{Fault, Scenario, TimedFault, claim_rush, scenarios},
+    scenario::{Fault, Scenario, TimedFault, checkout_rush, claim_rush, scenarios},
 };
 
 /// One row of the mutation table.
@@ -80,6 +80,19 @@ pub fn defect(v: Variant) -> &'static str {
         "d11" => "claim window judged by the admitting server's clock only",
         "d12" => "no deadlines: operations and claim batches wait as long as their store",
         "d13" => "async persister holds acknowledged intents only in memory until written",
+        "mall1003" => {
+            "macrozheng/mall #1003: the order checks the coupon is free, then locks it unguarded"
+        }
+        "litemall581" => {
+            "linlinjava/litemall #581: the claim counts rows, then inserts, not atomically"
+        }
+        "mall1002" => "macrozheng/mall #1002: the deduction is not capped at the order amount",
+        "one_coupon_lock_unchecked" => {
+            "oneCoupon settlement: the LOCKING update's row count is never checked"
+        }
+        "one_coupon_no_release" => {
+            "oneCoupon settlement: a cancelled order never releases its coupon"
+        }
         _ => "none (the real engine)",
     }
 }
@@ -110,6 +123,7 @@ fn strategy(v: Variant, cfg: &PropertyConfig) -> BoxedStrategy<Scenario> {
         "d5" => failed_after_redis(base),
         "d12" => grey_from_the_start(base),
         "d13" => killed_mid_batch(claim_rush(cfg.max_processes, cfg.max_ops)),
+        "mall1003" | "one_coupon_no_release" => checkout_rush(cfg.max_processes).boxed(),
         _ => base.boxed(),
     }
 }
@@ -341,10 +355,10 @@ pub fn score(v: Variant, cases: u32, shrink: u32) -> MutantScore {
     let mut o = check_with(&cfg, strategy(v, &cfg));
     if v == Variant::Correct {
         // The correct engine must also pass the runs aimed at the rebuild race (D6b), at
-        // a stale Redis with and without a sign (D8, D10) and at claims of unknown outcome
-        // (D5b).
+        // a stale Redis with and without a sign (D8, D10), at claims of unknown outcome
+        // (D5b) and at one coupon raced onto several orders (mall #1003, oneCoupon).
         type Aimed = fn(usize, usize) -> BoxedStrategy<Scenario>;
-        let aimed: [(&str, Aimed); 4] = [
+        let aimed: [(&str, Aimed); 5] = [
             ("correct_rebuild_race", |p, o| {
                 rebuild_race(scenarios(p, o, 0))
             }),
@@ -357,6 +371,7 @@ pub fn score(v: Variant, cases: u32, shrink: u32) -> MutantScore {
             ("correct_unknown_outcomes", |p, o| {
                 unknown_outcomes(scenarios(p, o, 0))
             }),
+            ("correct_checkout_rush", |p, _| checkout_rush(p).boxed()),
         ];
         for (name, aim) in aimed {
             if !o.passed() {

@@ -75,6 +75,25 @@ pub enum Op {
         /// The order being refunded.
         order_id: String,
     },
+    /// Checkout: lock `coupon` for `order_id` (an order placed; paid by a redeem with the
+    /// same order). The lock's TTL outlasts every case, so it never lapses here.
+    Lock {
+        /// The coupon to lock.
+        coupon: CouponRef,
+        /// The user acting (must own the coupon).
+        user: String,
+        /// The order being placed.
+        order_id: String,
+    },
+    /// Checkout: release the lock `order_id` holds on `coupon` (the order was cancelled).
+    Release {
+        /// The coupon to release.
+        coupon: CouponRef,
+        /// The user acting (must own the coupon).
+        user: String,
+        /// The cancelled order.
+        order_id: String,
+    },
 }
 
 impl Op {
@@ -82,22 +101,43 @@ impl Op {
     pub fn template(&self) -> u32 {
         match self {
             Op::Claim { template, .. } => *template,
-            Op::Redeem { coupon, .. } | Op::Refund { coupon, .. } => coupon.template,
+            Op::Redeem { coupon, .. }
+            | Op::Refund { coupon, .. }
+            | Op::Lock { coupon, .. }
+            | Op::Release { coupon, .. } => coupon.template,
         }
     }
 
-    /// The coupon a redeem or refund acts on (`None` for a claim).
+    /// The coupon a redeem, refund, lock or release acts on (`None` for a claim).
     pub fn coupon(&self) -> Option<&CouponRef> {
         match self {
             Op::Claim { .. } => None,
-            Op::Redeem { coupon, .. } | Op::Refund { coupon, .. } => Some(coupon),
+            Op::Redeem { coupon, .. }
+            | Op::Refund { coupon, .. }
+            | Op::Lock { coupon, .. }
+            | Op::Release { coupon, .. } => Some(coupon),
+        }
+    }
+
+    /// The order a redeem, refund, lock or release names (`None` for a claim).
+    pub fn order(&self) -> Option<&str> {
+        match self {
+            Op::Claim { .. } => None,
+            Op::Redeem { order_id, .. }
+            | Op::Refund { order_id, .. }
+            | Op::Lock { order_id, .. }
+            | Op::Release { order_id, .. } => Some(order_id),
         }
     }
 
     /// The user sending the operation.
     pub fn user(&self) -> &str {
         match self {
-            Op::Claim { user, .. } | Op::Redeem { user, .. } | Op::Refund { user, .. } => user,
+            Op::Claim { user, .. }
+            | Op::Redeem { user, .. }
+            | Op::Refund { user, .. }
+            | Op::Lock { user, .. }
+            | Op::Release { user, .. } => user,
         }
     }
 }
@@ -123,11 +163,13 @@ pub enum Refusal {
     InvalidRequest,
     /// The coupon's redeem lock was held; nothing happened.
     Busy,
+    /// The coupon is locked by another order's checkout.
+    Locked,
 }
 
 impl Refusal {
     /// Every refusal, in declaration order.
-    pub const ALL: [Refusal; 8] = [
+    pub const ALL: [Refusal; 9] = [
         Refusal::StockEmpty,
         Refusal::UserLimit,
         Refusal::NotFound,
@@ -136,6 +178,7 @@ impl Refusal {
         Refusal::InvalidState,
         Refusal::InvalidRequest,
         Refusal::Busy,
+        Refusal::Locked,
     ];
 
     /// The stable error code of this refusal (`EngineError::code`, HTTP `error.code`).
@@ -149,6 +192,7 @@ impl Refusal {
             Refusal::InvalidState => "invalid_state",
             Refusal::InvalidRequest => "invalid_request",
             Refusal::Busy => "busy",
+            Refusal::Locked => "locked",
         }
     }
 
@@ -173,6 +217,10 @@ pub enum OpResult {
     Redeemed,
     /// The redemption is undone (first time or idempotent repeat).
     Refunded,
+    /// The coupon is locked for the order (first time or idempotent repeat).
+    Locked,
+    /// The order holds no lock on the coupon any more (released now, or held none).
+    Released,
     /// Refused; a refusal never has an effect.
     Refused(Refusal),
 }
@@ -211,6 +259,16 @@ impl fmt::Display for Op {
                 user,
                 order_id,
             } => write!(f, "refund {coupon} by {user} order {order_id}"),
+            Op::Lock {
+                coupon,
+                user,
+                order_id,
+            } => write!(f, "lock {coupon} by {user} order {order_id}"),
+            Op::Release {
+                coupon,
+                user,
+                order_id,
+            } => write!(f, "release {coupon} by {user} order {order_id}"),
         }
     }
 }
@@ -227,6 +285,8 @@ impl fmt::Display for OpResult {
             OpResult::Claimed { coupon } => write!(f, "claimed {coupon}"),
             OpResult::Redeemed => f.write_str("redeemed"),
             OpResult::Refunded => f.write_str("refunded"),
+            OpResult::Locked => f.write_str("locked"),
+            OpResult::Released => f.write_str("released"),
             OpResult::Refused(r) => write!(f, "refused {r}"),
         }
     }
@@ -328,6 +388,24 @@ pub(crate) mod fixtures {
     /// A refund of the coupon of claim `req`.
     pub(crate) fn refund(req: &str, user: &str, order: &str) -> Op {
         Op::Refund {
+            coupon: coupon(req),
+            user: user.into(),
+            order_id: order.into(),
+        }
+    }
+
+    /// A checkout lock of the coupon of claim `req`.
+    pub(crate) fn lock(req: &str, user: &str, order: &str) -> Op {
+        Op::Lock {
+            coupon: coupon(req),
+            user: user.into(),
+            order_id: order.into(),
+        }
+    }
+
+    /// A release of the coupon of claim `req`.
+    pub(crate) fn release(req: &str, user: &str, order: &str) -> Op {
+        Op::Release {
             coupon: coupon(req),
             user: user.into(),
             order_id: order.into(),

@@ -492,6 +492,8 @@ impl Ctx {
                 OpResult::Claimed { coupon }
             }
             (_, Done::Redeemed) => OpResult::Redeemed,
+            (_, Done::Locked) => OpResult::Locked,
+            (_, Done::Released) => OpResult::Released,
             _ => OpResult::Refunded,
         })
     }
@@ -502,6 +504,18 @@ enum Done {
     Claimed(Uuid),
     Redeemed,
     Refunded,
+    Locked,
+    Released,
+}
+
+/// Lock TTL of every checkout in a case: longer than any case, so no lock lapses mid-case
+/// (the model has no clock; lapses are tested over HTTP, `engine/tests/integration`).
+const CASE_LOCK_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The amount of an order: `o3` is a small order, below the templates' fixed discount of
+/// 500, so an uncapped deduction (mall #1002) would store a negative amount to pay (I13).
+fn order_amount(order_id: &str) -> i64 {
+    if order_id == "o3" { 300 } else { 10_000 }
 }
 
 /// One operation on `engine` (owned, so that it can run on another engine's runtime).
@@ -525,10 +539,24 @@ async fn perform(
             Ok(Done::Claimed(r.coupon_id))
         }
         Op::Redeem { user, order_id, .. } => {
+            let amount = order_amount(&order_id);
             engine
-                .redeem(coupon, &UserId::parse(&user)?, &order_id, 10_000)
+                .redeem(coupon, &UserId::parse(&user)?, &order_id, amount)
                 .await?;
             Ok(Done::Redeemed)
+        }
+        Op::Lock { user, order_id, .. } => {
+            let user = UserId::parse(&user)?;
+            engine
+                .lock_for_order(coupon, &user, &order_id, Some(CASE_LOCK_TTL))
+                .await?;
+            Ok(Done::Locked)
+        }
+        Op::Release { user, order_id, .. } => {
+            engine
+                .release_order_lock(coupon, &UserId::parse(&user)?, &order_id)
+                .await?;
+            Ok(Done::Released)
         }
         Op::Refund { user, order_id, .. } => {
             engine
@@ -567,6 +595,9 @@ pub async fn final_state(
             user: r.try_get("user_id")?,
             status: match status.as_str() {
                 "used" => FinalStatus::Used {
+                    order: order.unwrap_or_default(),
+                },
+                "locked" => FinalStatus::Locked {
                     order: order.unwrap_or_default(),
                 },
                 "expired" => FinalStatus::Expired,

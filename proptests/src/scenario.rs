@@ -307,8 +307,12 @@ fn op(templates: u32) -> impl Strategy<Value = Op> {
             .prop_map(|(template, user, request_id)| Op::Claim { template, user, request_id }),
         3 => (coupon.clone(), user.clone(), order.clone())
             .prop_map(|(coupon, user, order_id)| Op::Redeem { coupon, user, order_id }),
-        2 => (coupon, user, order)
+        2 => (coupon.clone(), user.clone(), order.clone())
             .prop_map(|(coupon, user, order_id)| Op::Refund { coupon, user, order_id }),
+        2 => (coupon.clone(), user.clone(), order.clone())
+            .prop_map(|(coupon, user, order_id)| Op::Lock { coupon, user, order_id }),
+        1 => (coupon, user, order)
+            .prop_map(|(coupon, user, order_id)| Op::Release { coupon, user, order_id }),
     ]
 }
 
@@ -387,6 +391,72 @@ pub fn claim_rush(max_processes: usize, max_ops: usize) -> impl Strategy<Value =
         .prop_map(|(template, processes)| Scenario {
             templates: vec![template],
             processes,
+            faults: Vec::new(),
+        })
+}
+
+/// Checkout's rush (mall #1003's shape): one coupon, 3–`max_processes` orders placed with
+/// it at once. Every process claims it under the same request id (an idempotent repeat: all
+/// get the one coupon), then locks it for its own order and pays, abandons it, or cancels
+/// and places a second order with the coupon (oneCoupon's missing release shows there).
+pub fn checkout_rush(max_processes: usize) -> impl Strategy<Value = Scenario> {
+    let coupon = CouponRef {
+        template: 0,
+        request_id: "r0".into(),
+    };
+    let process = move |p: usize, then: u8| {
+        let (user, order_id) = ("u0".to_owned(), format!("o{p}"));
+        let mut ops = vec![
+            Op::Claim {
+                template: 0,
+                user: user.clone(),
+                request_id: coupon.request_id.clone(),
+            },
+            Op::Lock {
+                coupon: coupon.clone(),
+                user: user.clone(),
+                order_id: order_id.clone(),
+            },
+        ];
+        ops.extend(match then {
+            0 => Some(Op::Redeem {
+                coupon: coupon.clone(),
+                user: user.clone(),
+                order_id,
+            }),
+            1 => Some(Op::Release {
+                coupon: coupon.clone(),
+                user: user.clone(),
+                order_id,
+            }),
+            _ => None,
+        });
+        if then == 1 {
+            let again = format!("o{p}b");
+            ops.push(Op::Lock {
+                coupon: coupon.clone(),
+                user: user.clone(),
+                order_id: again.clone(),
+            });
+            ops.push(Op::Redeem {
+                coupon: coupon.clone(),
+                user,
+                order_id: again,
+            });
+        }
+        ops
+    };
+    (
+        template_spec(0),
+        prop::collection::vec(0u8..3, 3..=max_processes.max(3)),
+    )
+        .prop_map(move |(template, thens)| Scenario {
+            templates: vec![template],
+            processes: thens
+                .into_iter()
+                .enumerate()
+                .map(|(p, then)| process(p, then))
+                .collect(),
             faults: Vec::new(),
         })
 }

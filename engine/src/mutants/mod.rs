@@ -25,5 +25,5 @@ pub(crate) use claim::{admit, claim, persist};
 pub(crate) use identity::check_new_server;
 pub(crate) use persister::write_acknowledged;
 pub(crate) use rebuild::rebuild;
-pub(crate) use redeem::redeem;
+pub(crate) use redeem::{deduction, redeem};
 pub(crate) use refund::refund;

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::{
     CouponEngine, EngineError, EngineResult, Variant,
-    domain::discount::DiscountKind,
+    domain::discount::{Discount, DiscountKind},
     domain::ids::UserId,
     failpoint::Failpoint,
     service::Redemption,
@@ -31,7 +31,6 @@ pub(crate) async fn redeem(
     match e.config().variant {
         Variant::D2 => Some(redeem_d2(e, &r).await),
         Variant::D3 => Some(redeem_d3(e, &r).await),
-        Variant::Mall1002 => Some(redeem_uncapped(e, &r).await),
         _ => None,
     }
 }
@@ -122,22 +121,15 @@ async fn redeem_d3(e: &CouponEngine, r: &Redeem<'_>) -> EngineResult<Redemption>
     Ok(r.redeemed(discount))
 }
 
-/// mall #1002: the engine's redemption, its discount not capped at the order amount, so a
-/// fixed discount larger than the order stores a negative amount to pay.
-async fn redeem_uncapped(e: &CouponEngine, r: &Redeem<'_>) -> EngineResult<Redemption> {
-    let mut tx = e.pool().begin().await?;
-    let (coupon, user, order) = (r.coupon_id, r.user_id, r.order_id);
-    let Some(discount) = postgres::mark_used(&mut *tx, coupon, user, order, r.order_amount).await?
-    else {
-        return Err(EngineError::InvalidState(
-            "the coupon cannot be used for this order".into(),
-        ));
-    };
-    let off = match discount.kind {
-        DiscountKind::Fixed | DiscountKind::Threshold => discount.amount.unwrap_or(0),
-        DiscountKind::Percent => discount.compute(r.order_amount)?,
-    };
-    postgres::log_use(&mut *tx, &r.logged(off), OnConflict::Refuse).await?;
-    tx.commit().await?;
-    Ok(r.redeemed(off))
+/// mall #1002: the deduction the template's discount gives, not capped at the order amount
+/// (a fixed discount larger than the order stores a negative amount to pay). Replaces the
+/// engine's capped `compute` inside its own redemption, so nothing else differs.
+pub(crate) fn deduction(e: &CouponEngine, discount: &Discount) -> Option<i64> {
+    if e.config().variant != Variant::Mall1002 {
+        return None;
+    }
+    match discount.kind {
+        DiscountKind::Fixed | DiscountKind::Threshold => discount.amount,
+        DiscountKind::Percent => None,
+    }
 }

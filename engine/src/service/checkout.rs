@@ -153,6 +153,20 @@ impl CouponEngine {
         if let Some(r) = crate::mutants::release(self, coupon_id, user_id).await {
             return r;
         }
+        let first = self.release_once(coupon_id, user_id, order_id).await;
+        if matches!(first, Err(EngineError::NotFound(_))) && self.wrote_pending_claims().await? {
+            // Async mode: see `redeem`.
+            return self.release_once(coupon_id, user_id, order_id).await;
+        }
+        first
+    }
+
+    async fn release_once(
+        &self,
+        coupon_id: Uuid,
+        user_id: &UserId,
+        order_id: &str,
+    ) -> EngineResult<Release> {
         if postgres::release_order_lock(&self.inner.pg, coupon_id, user_id, order_id).await? {
             return Ok(Release {
                 coupon_id,

@@ -157,7 +157,11 @@ impl CouponEngine {
                 .diagnose_redeem(coupon_id, user_id, order_id, order_amount)
                 .await;
         };
+        #[cfg(feature = "mutants")]
+        let uncapped = crate::mutants::deduction(self, &discount);
         let discount = discount.compute(order_amount)?;
+        #[cfg(feature = "mutants")]
+        let discount = uncapped.unwrap_or(discount);
         self.inner
             .failpoints
             .hit(Failpoint::RedeemAfterUpdate)

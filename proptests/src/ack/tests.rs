@@ -31,6 +31,8 @@ fn ok(op: Op, call: u64, ret: u64) -> Operation {
         },
         Op::Redeem { .. } => OpResult::Redeemed,
         Op::Refund { .. } => OpResult::Refunded,
+        Op::Lock { .. } => OpResult::Locked,
+        Op::Release { .. } => OpResult::Released,
     };
     at(op, call, Some(ret), Outcome::Ok(result))
 }
