@@ -125,16 +125,19 @@ include-path = "/v1/templates"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]
 EOF
 
-# The service run's one further exception: redeem requires `user_id` with the service token and
-# refuses its absence with 400, a rule that depends on the token (the description says it).
+# The service run's one further exception: the order's operations (lock, redeem, release,
+# refund) require `user_id` with the service token and refuse its absence with 400, a rule
+# that depends on the token (each description says it).
 cp "$work/schemathesis.toml" "$work/schemathesis-service.toml"
-cat >>"$work/schemathesis-service.toml" <<'EOF'
+for op in lock redeem release refund; do
+  cat >>"$work/schemathesis-service.toml" <<EOF
 
 [[operations]]
 include-method = "POST"
-include-path = "/v1/coupons/{id}/redeem"
+include-path = "/v1/coupons/{id}/$op"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]
 EOF
+done
 
 failed=0
 run() { # label token [server base] [config]

@@ -32,6 +32,12 @@ pub(crate) enum Op {
     RedeemCrossUser,
     /// A refund of another user's coupon (must be refused with 403).
     RefundCrossUser,
+    /// `POST /v1/coupons/{id}/lock`: an order placed with the coupon.
+    Lock,
+    /// `POST /v1/coupons/{id}/release`: the order cancelled.
+    Release,
+    /// A lock of another user's coupon (must be refused with 403).
+    LockCrossUser,
 }
 
 impl Op {
@@ -44,12 +50,18 @@ impl Op {
             Self::MyCoupons => "my_coupons",
             Self::RedeemCrossUser => "redeem_cross_user",
             Self::RefundCrossUser => "refund_cross_user",
+            Self::Lock => "lock",
+            Self::Release => "release",
+            Self::LockCrossUser => "lock_cross_user",
         }
     }
 
     /// Whether the request acts on a coupon its sender does not own.
     pub(crate) fn cross_user(self) -> bool {
-        matches!(self, Self::RedeemCrossUser | Self::RefundCrossUser)
+        matches!(
+            self,
+            Self::RedeemCrossUser | Self::RefundCrossUser | Self::LockCrossUser
+        )
     }
 }
 

@@ -18,6 +18,7 @@ Exit codes:
 Examples:
   coupon-loadtest flash-sale
   coupon-loadtest lifecycle --duration 10 --baseline reports/baselines/lifecycle.json
+  coupon-loadtest checkout --duration 10      # orders lock, pay, cancel, abandon; one coupon raced
   coupon-loadtest flash-sale --duration 10 --mutant d1 --increase-rate 1000   # must exit 1 (I1)
   coupon-loadtest flash-sale --duration 10 --nemesis redis-stale-restart   # must pass
   coupon-loadtest flash-sale --duration 10 --nemesis redis-master-kill     # must pass (cluster)
@@ -36,6 +37,10 @@ pub(crate) enum ScenarioKind {
     Lifecycle,
     /// Several templates (both refund policies, three discount kinds) and browsing.
     Mixed,
+    /// The order's side: orders placed with a coupon (lock), paid (redeem), cancelled
+    /// (release) or abandoned (the lock lapses), one coupon raced onto several orders at
+    /// once (mall #1003's shape) and cross-user attempts.
+    Checkout,
 }
 
 impl ScenarioKind {
@@ -45,6 +50,7 @@ impl ScenarioKind {
             Self::FlashSale => "flash-sale",
             Self::Lifecycle => "lifecycle",
             Self::Mixed => "mixed",
+            Self::Checkout => "checkout",
         }
     }
 }
@@ -70,7 +76,7 @@ pub(crate) struct Cli {
     /// Scenario to run.
     #[arg(value_enum)]
     pub scenario: ScenarioKind,
-    /// Concurrent Goose users [default: flash-sale 200, lifecycle 50, mixed 100].
+    /// Concurrent Goose users [default: flash-sale 200, lifecycle and checkout 50, mixed 100].
     #[arg(long, short = 'u', value_name = "N")]
     pub users: Option<usize>,
     /// Stock of the hot template (lifecycle: of each template) [default: flash-sale 500,
@@ -160,9 +166,10 @@ pub(crate) struct Cli {
         hide_env_values = true
     )]
     pub admin_token: Option<String>,
-    /// The order-service token of the --target servers: redeems go through it, naming the
-    /// shopper, as on a deployment where only the order service redeems (without it,
-    /// shoppers redeem with their own tokens). The run's own servers always get one.
+    /// The order-service token of the --target servers: the order's operations (lock,
+    /// redeem, release, refund) go through it, naming the shopper, as on a deployment where
+    /// only the order service acts on orders (without it, shoppers use their own tokens).
+    /// The run's own servers always get one.
     #[arg(long, value_name = "TOKEN", requires = "targets")]
     pub service_token: Option<String>,
     /// Directory the run's report directory is created in.
@@ -364,7 +371,7 @@ impl Cli {
         let kind = self.scenario;
         let users = self.users.unwrap_or(match kind {
             ScenarioKind::FlashSale => 200,
-            ScenarioKind::Lifecycle => 50,
+            ScenarioKind::Lifecycle | ScenarioKind::Checkout => 50,
             ScenarioKind::Mixed => 100,
         });
         if users == 0 {
@@ -372,7 +379,7 @@ impl Cli {
         }
         let stock = self.stock.unwrap_or(match kind {
             ScenarioKind::FlashSale => 500,
-            ScenarioKind::Lifecycle => 1_000_000,
+            ScenarioKind::Lifecycle | ScenarioKind::Checkout => 1_000_000,
             ScenarioKind::Mixed => 200,
         });
         if !(1..=1_000_000_000).contains(&stock) {
@@ -380,7 +387,7 @@ impl Cli {
         }
         let per_user_limit = self.per_user_limit.unwrap_or(match kind {
             ScenarioKind::FlashSale | ScenarioKind::Mixed => 1,
-            ScenarioKind::Lifecycle => 10_000,
+            ScenarioKind::Lifecycle | ScenarioKind::Checkout => 10_000,
         });
         if !(1..=10_000).contains(&per_user_limit) {
             bail!("--per-user-limit must be between 1 and 10000");
@@ -395,7 +402,7 @@ impl Cli {
                         .saturating_add(users);
                     want.min(MAX_DEFAULT_CUSTOMERS.max(users))
                 }
-                ScenarioKind::Lifecycle => users * 4,
+                ScenarioKind::Lifecycle | ScenarioKind::Checkout => users * 4,
                 ScenarioKind::Mixed => users * 8,
             },
         };

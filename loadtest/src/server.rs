@@ -34,8 +34,8 @@ pub(crate) enum RedisChoice {
 
 /// What serves the run.
 enum Serving {
-    /// The engine's HTTP API in this process.
-    InProcess(SpawnedServer),
+    /// The engine's HTTP API in this process, with its sweep (as `coupon-server` runs it).
+    InProcess(SpawnedServer, Sweeper),
     /// `coupon-server` processes (shared with a nemesis that kills and restarts one).
     Processes(Arc<Mutex<Fleet>>),
 }
@@ -152,7 +152,7 @@ impl Served {
                     .context("serving on 127.0.0.1:0")?;
                 let (addr, urls) = (server.addr(), vec![server.base_url()]);
                 (
-                    Serving::InProcess(server),
+                    Serving::InProcess(server, Sweeper::start(env.engine.clone())),
                     urls,
                     format!("in-process coupon-engine ({engine}) on {addr}; {stores}"),
                 )
@@ -202,7 +202,7 @@ impl Served {
     pub(crate) fn fleet(&self) -> Option<Arc<Mutex<Fleet>>> {
         match &self.serving {
             Serving::Processes(fleet) => Some(fleet.clone()),
-            Serving::InProcess(_) => None,
+            Serving::InProcess(..) => None,
         }
     }
 
@@ -214,7 +214,7 @@ impl Served {
     /// Drains and stops the server(s), then drops the environment (database and namespace).
     pub(crate) async fn stop(self) -> anyhow::Result<()> {
         let served = match self.serving {
-            Serving::InProcess(server) => server.stop().await.context("serving"),
+            Serving::InProcess(server, _sweeper) => server.stop().await.context("serving"),
             Serving::Processes(fleet) => match Arc::try_unwrap(fleet) {
                 Ok(fleet) => fleet.into_inner().stop().await,
                 Err(_) => anyhow::bail!("the servers are still in a nemesis's hands"),
@@ -312,4 +312,30 @@ async fn provision(
         }
     };
     Ok((env, own_redis, stores))
+}
+
+/// The in-process server's periodic sweep (lapsed checkout locks, expired coupons), every
+/// `lock_sweep_every` as `coupon-server`'s reconcile loop does it, so the auditor's I12
+/// bound is the one a deployment has. Stopped with the server.
+struct Sweeper(tokio::task::JoinHandle<()>);
+
+impl Sweeper {
+    fn start(engine: coupon_engine::CouponEngine) -> Self {
+        let every = engine.config().lock_sweep_every;
+        Self(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                if let Err(e) = engine.expire_sweep().await {
+                    tracing::warn!(error = %e, "sweep failed");
+                }
+            }
+        }))
+    }
+}
+
+impl Drop for Sweeper {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -76,7 +76,7 @@ pub(crate) fn plan(s: &Settings, run_tag: &str) -> Vec<(Role, NewTemplate)> {
                 RefundPolicy::ReturnToStock,
             ),
         )],
-        ScenarioKind::Lifecycle => vec![
+        ScenarioKind::Lifecycle | ScenarioKind::Checkout => vec![
             (
                 Role::ReturnToUser,
                 NewTemplate {

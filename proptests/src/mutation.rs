@@ -477,6 +477,29 @@ pub fn markdown(rows: &[MutantScore], cases: u32) -> String {
          defects that need faults get a fault schedule). Regenerate with \
          `cargo build --release --workspace --bins && target/release/mutation-score`.\n\n"
     ));
+    let (wild, ours): (Vec<&MutantScore>, Vec<&MutantScore>) =
+        rows.iter().partition(|r| seen_in_the_wild(&r.variant));
+    table(&mut md, &ours);
+    md.push_str(
+        "\n## Seen in the wild\n\nBugs shipped in public coupon systems, each reproduced as \
+         the engine with that one defect and named by where it was reported (the defect \
+         column says the bug; docs/ARCHITECTURE.md, \"Mutants\"). The correct engine's row \
+         above includes the runs aimed at them (a checkout rush: one coupon raced onto \
+         several orders, cancel and reorder).\n\n",
+    );
+    table(&mut md, &wild);
+    md.push_str(NOT_HERE);
+    md
+}
+
+/// Whether a variant reproduces a bug reported in a public coupon system (named by its
+/// source) rather than one of the project's own defect classes (`d…`).
+fn seen_in_the_wild(name: &str) -> bool {
+    !name.starts_with('d') && name != "correct"
+}
+
+/// One table of scores.
+fn table(md: &mut String, rows: &[&MutantScore]) {
     md.push_str(
         "| variant | defect | verdict | caught by | cases to kill | shrunk ops (faults) |\n",
     );
@@ -506,8 +529,6 @@ pub fn markdown(rows: &[MutantScore], cases: u32) -> String {
             )),
         ));
     }
-    md.push_str(NOT_HERE);
-    md
 }
 
 /// The mutants these runs cannot score, and where they are scored instead.

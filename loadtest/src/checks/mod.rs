@@ -12,6 +12,7 @@ mod auditor;
 mod claims;
 mod limits;
 mod lost_acks;
+mod one_order;
 mod redemptions;
 #[cfg(test)]
 mod tests;
@@ -71,7 +72,7 @@ pub(crate) struct Evidence<'a> {
 
 /// The invariants the load test judges, and where the evidence of each comes from (their
 /// titles are the engine's catalog's).
-const SOURCES: [(Invariant, &str); 7] = [
+const SOURCES: [(Invariant, &str); 8] = [
     (Invariant::I1, "auditor + acknowledgements"),
     (Invariant::I2, "auditor + servers' /metrics"),
     (
@@ -82,6 +83,10 @@ const SOURCES: [(Invariant, &str); 7] = [
     (Invariant::I5, "auditor + cross-user attempts"),
     (Invariant::I6, "acknowledgements + wallets"),
     (Invariant::I7, "acknowledgements"),
+    (
+        Invariant::I11,
+        "acknowledgements (locks, redemptions, releases, refunds)",
+    ),
 ];
 
 /// Collects findings per invariant.
@@ -139,7 +144,8 @@ struct Answers<'a> {
     drained: HashSet<Uuid>,
     /// Claims, grouped by idempotency key, in order.
     keys: BTreeMap<(Uuid, Arc<str>, Arc<str>), ClaimKey<'a>>,
-    /// Redeems and refunds of each coupon by its owner.
+    /// Redeems, refunds, locks and releases of each coupon by its owner (or the order
+    /// service on the owner's behalf).
     owner_ops: HashMap<Uuid, Vec<&'a Event>>,
     /// Redeems and refunds of each coupon by others.
     cross_ops: HashMap<Uuid, Vec<&'a Event>>,
@@ -173,8 +179,10 @@ impl<'a> Answers<'a> {
         for e in ev.events {
             if let Some(c) = e.coupon {
                 match e.op {
-                    Op::Redeem | Op::Refund => owner_ops.entry(c).or_default().push(e),
-                    Op::RedeemCrossUser | Op::RefundCrossUser => {
+                    Op::Redeem | Op::Refund | Op::Lock | Op::Release => {
+                        owner_ops.entry(c).or_default().push(e)
+                    }
+                    Op::RedeemCrossUser | Op::RefundCrossUser | Op::LockCrossUser => {
                         cross_ops.entry(c).or_default().push(e)
                     }
                     Op::Claim | Op::MyCoupons => {}
@@ -237,6 +245,7 @@ pub(crate) fn evaluate(ev: &Evidence<'_>) -> Vec<InvariantResult> {
     limits::stock(ev, &answers, &granted, &mut f);
     limits::per_user(ev, &answers, &granted, &mut f);
     redemptions::single_use(&answers, &mut f);
+    one_order::one_live_order(&answers, &mut f);
     redemptions::cross_user(&answers, &mut f);
     lost_acks::check(ev, &answers, &granted, &mut f);
     f.into_results()

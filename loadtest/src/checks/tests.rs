@@ -145,7 +145,7 @@ fn oversell_double_use_authz_and_lost_acks_are_caught() {
         wallets: &wallets,
         stale_admissions: None,
     });
-    assert_eq!(failed(&r), ["I1", "I4", "I5", "I6"], "{r:#?}");
+    assert_eq!(failed(&r), ["I1", "I4", "I5", "I6", "I11"], "{r:#?}");
 }
 
 #[test]
@@ -297,4 +297,63 @@ fn claims_a_stale_redis_admitted_and_postgres_refused_fail_i2_and_i3() {
         i2.details[0].contains("3 sync claims") && i2.details[0].contains("2 of 3 servers"),
         "{i2:?}"
     );
+}
+
+/// Checkout (I11): two orders acknowledged as holding one coupon at once are caught; a
+/// release between, or the first lock's lapse, explains the second.
+#[test]
+fn two_orders_holding_one_coupon_are_caught_unless_one_let_go() {
+    let t = template(10, 10, RefundPolicy::ReturnToUser);
+    let c = Uuid::new_v4();
+    let at = |mut e: Event, start_ms: u64| {
+        e.start_us = start_ms * 1000;
+        e
+    };
+    let run = |events: Vec<Event>, status: CouponStatus, order: Option<&str>| {
+        let wallets = HashMap::from([(
+            "a".to_owned(),
+            vec![wallet_coupon(&t, "a", c, status, order)],
+        )]);
+        let audits = vec![audit(&t)];
+        failed(&evaluate(&Evidence {
+            refusals_not_kept: 0,
+            events: &events,
+            templates: std::slice::from_ref(&t),
+            audits: &audits,
+            wallets: &wallets,
+            stale_admissions: Some(no_stale_admissions()),
+        }))
+    };
+    let claimed = || at(claim(&t, "a", "r1", 201, Some(c)), 0);
+    let both = vec![
+        claimed(),
+        at(op(Op::Lock, &t, "a", c, "o1", 200), 10),
+        at(op(Op::Lock, &t, "a", c, "o2", 200), 20),
+    ];
+    assert!(
+        run(both, CouponStatus::Locked, Some("o2")).contains(&"I11".to_owned()),
+        "two live locks"
+    );
+    let released = vec![
+        claimed(),
+        at(op(Op::Lock, &t, "a", c, "o1", 200), 10),
+        at(op(Op::Release, &t, "a", c, "o1", 200), 15),
+        at(op(Op::Lock, &t, "a", c, "o2", 200), 20),
+        at(op(Op::Redeem, &t, "a", c, "o2", 200), 30),
+    ];
+    assert!(run(released, CouponStatus::Used, Some("o2")).is_empty());
+    let lapsed_ms = crate::scenarios::LOCK_TTL_SECS * 1000 + 600;
+    let lapsed = vec![
+        claimed(),
+        at(op(Op::Lock, &t, "a", c, "o1", 200), 10),
+        at(op(Op::Lock, &t, "a", c, "o2", 200), 10 + lapsed_ms),
+    ];
+    assert!(run(lapsed, CouponStatus::Locked, Some("o2")).is_empty());
+    // An acknowledged release the final state contradicts is a lost acknowledgement.
+    let lost_release = vec![
+        claimed(),
+        at(op(Op::Lock, &t, "a", c, "o1", 200), 10),
+        at(op(Op::Release, &t, "a", c, "o1", 200), 15),
+    ];
+    assert!(run(lost_release, CouponStatus::Locked, Some("o1")).contains(&"I6".to_owned()));
 }

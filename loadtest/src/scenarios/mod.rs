@@ -2,12 +2,14 @@
 //! acknowledgement log) and each Goose user's session (its RNG and iteration count).
 
 mod call;
+mod checkout;
 mod flash_sale;
 mod lifecycle;
 mod mixed;
 mod ops;
 mod servers;
 
+pub(crate) use checkout::LOCK_TTL_SECS;
 pub(crate) use servers::Servers;
 
 use std::{sync::Arc, time::Duration};
@@ -50,6 +52,8 @@ pub(crate) struct Ctx {
     pub tag: String,
     /// Number of Goose users.
     pub users: usize,
+    /// Checkout: coupons offered for other Goose users' orders (mall #1003's race).
+    pub offered: checkout::Offered,
     /// When the load began (event times count from here).
     pub epoch: Instant,
     /// The same moment by the wall clock, Unix microseconds (to line up runs from several
@@ -90,6 +94,7 @@ impl Ctx {
             seed: s.seed,
             tag,
             users: s.users,
+            offered: checkout::Offered::default(),
             epoch: Instant::now(),
             epoch_unix_us: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -158,6 +163,7 @@ pub(crate) fn scenario(ctx: Arc<Ctx>) -> Scenario {
                 ScenarioKind::FlashSale => flash_sale::iteration(user, &ctx, &mut session).await,
                 ScenarioKind::Lifecycle => lifecycle::iteration(user, &ctx, &mut session).await,
                 ScenarioKind::Mixed => mixed::iteration(user, &ctx, &mut session).await,
+                ScenarioKind::Checkout => checkout::iteration(user, &ctx, &mut session).await,
             };
             session.iter += 1;
             user.set_session_data(session);

@@ -164,6 +164,22 @@ enum Action<'a> {
         /// The order it was redeemed for.
         order_id: &'a str,
     },
+    /// Lock a coupon for an order being placed, for `ttl_secs`.
+    Lock {
+        /// The coupon.
+        target: &'a CouponRef,
+        /// The order.
+        order_id: &'a str,
+        /// Seconds the lock holds unless the order is paid or cancelled.
+        ttl_secs: u64,
+    },
+    /// Release the lock an order holds (the order was cancelled).
+    Release {
+        /// The coupon.
+        target: &'a CouponRef,
+        /// The cancelled order.
+        order_id: &'a str,
+    },
 }
 
 /// One request, described once: what it does, which business refusals are expected of it,
@@ -182,7 +198,10 @@ impl<'a> Request<'a> {
     fn new(action: Action<'a>) -> Self {
         let expected: &[&str] = match action {
             Action::Claim { .. } => &["stock_empty", "user_limit"],
-            Action::Redeem { .. } | Action::Refund { .. } => &[],
+            Action::Redeem { .. }
+            | Action::Refund { .. }
+            | Action::Lock { .. }
+            | Action::Release { .. } => &[],
         };
         Self {
             action,
@@ -214,6 +233,21 @@ impl<'a> Request<'a> {
         Self::new(Action::Refund { target, order_id })
     }
 
+    /// A checkout lock of `target` for `order_id`, lasting `ttl_secs` unless paid or
+    /// cancelled.
+    pub(crate) fn lock(target: &'a CouponRef, order_id: &'a str, ttl_secs: u64) -> Self {
+        Self::new(Action::Lock {
+            target,
+            order_id,
+            ttl_secs,
+        })
+    }
+
+    /// A release of the lock `order_id` holds on `target`.
+    pub(crate) fn release(target: &'a CouponRef, order_id: &'a str) -> Self {
+        Self::new(Action::Release { target, order_id })
+    }
+
     /// The business refusals (error codes) that are a normal answer to it.
     pub(crate) fn expecting(mut self, codes: &'a [&'a str]) -> Self {
         self.expected = codes;
@@ -241,6 +275,9 @@ impl<'a> Request<'a> {
             (Action::Redeem { .. }, true) => Op::RedeemCrossUser,
             (Action::Refund { .. }, false) => Op::Refund,
             (Action::Refund { .. }, true) => Op::RefundCrossUser,
+            (Action::Lock { .. }, false) => Op::Lock,
+            (Action::Lock { .. }, true) => Op::LockCrossUser,
+            (Action::Release { .. }, _) => Op::Release,
         }
     }
 }
@@ -302,17 +339,32 @@ pub(crate) async fn send(
                 body,
             )
         }
-        Action::Refund { target, order_id } => {
-            base.template = Some(target.template);
-            base.coupon = Some(target.coupon);
-            base.order_id = Some(order_id.into());
-            (
-                GooseMethod::Post,
-                format!("/v1/coupons/{}/refund", target.coupon),
-                None,
-                json!({ "order_id": order_id }),
-            )
+        Action::Refund { target, order_id } => order_call(
+            ctx,
+            customer,
+            &mut base,
+            target,
+            order_id,
+            "refund",
+            json!({}),
+        ),
+        Action::Lock {
+            target,
+            order_id,
+            ttl_secs,
+        } => {
+            let extra = json!({ "ttl_secs": ttl_secs });
+            order_call(ctx, customer, &mut base, target, order_id, "lock", extra)
         }
+        Action::Release { target, order_id } => order_call(
+            ctx,
+            customer,
+            &mut base,
+            target,
+            order_id,
+            "release",
+            json!({}),
+        ),
     };
     let req = Req {
         op,
@@ -324,6 +376,33 @@ pub(crate) async fn send(
         expected: request.expected,
     };
     perform(user, ctx, &base, &req).await
+}
+
+/// An operation of the order's side (refund, lock, release) on `target` for `order_id`:
+/// through the order service when the servers have one, naming the shopper whose order it
+/// is (the server still checks that the coupon is theirs); `body` holds its other fields.
+fn order_call<'c>(
+    ctx: &'c Ctx,
+    customer: &Customer,
+    base: &mut Base<'_>,
+    target: &CouponRef,
+    order_id: &str,
+    verb: &str,
+    mut body: Value,
+) -> (GooseMethod, String, Option<&'c str>, Value) {
+    base.template = Some(target.template);
+    base.coupon = Some(target.coupon);
+    base.order_id = Some(order_id.into());
+    body["order_id"] = json!(order_id);
+    if ctx.service_token.is_some() {
+        body["user_id"] = json!(&*customer.id);
+    }
+    (
+        GooseMethod::Post,
+        format!("/v1/coupons/{}/{verb}", target.coupon),
+        ctx.service_token.as_deref(),
+        body,
+    )
 }
 
 /// Lists `from`'s coupons (a read: sent once).

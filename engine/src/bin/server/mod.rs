@@ -181,6 +181,12 @@ pub async fn run(args: ServerArgs, variant: Variant) -> anyhow::Result<()> {
         group_commit_max: args.group_commit_max.max(1),
         group_commit_wait: std::time::Duration::from_millis(args.group_commit_wait_ms),
         deadline: std::time::Duration::from_millis(args.deadline_ms),
+        // The auditor's bound on a lapsed lock waiting for its sweep (I12). Without a
+        // sweep (interval 0) lapsed locks stay as they are, harmless: they hold nothing.
+        lock_sweep_every: Duration::from_secs(match args.reconcile_interval {
+            0 => 365 * 24 * 3600,
+            secs => secs,
+        }),
         variant,
         ..EngineConfig::default()
     };
