@@ -495,7 +495,7 @@ pub fn markdown(rows: &[MutantScore], cases: u32) -> String {
 /// Whether a variant reproduces a bug reported in a public coupon system (named by its
 /// source) rather than one of the project's own defect classes (`d…`).
 fn seen_in_the_wild(name: &str) -> bool {
-    !name.starts_with('d') && name != "correct"
+    !name.starts_with('d') && !name.starts_with("correct")
 }
 
 /// One table of scores.

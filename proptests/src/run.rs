@@ -512,10 +512,15 @@ enum Done {
 /// (the model has no clock; lapses are tested over HTTP, `engine/tests/integration`).
 const CASE_LOCK_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// The amount of an order: `o3` is a small order, below the templates' fixed discount of
-/// 500, so an uncapped deduction (mall #1002) would store a negative amount to pay (I13).
+/// The amount of an order: `o2` and `o3` are small orders, below the templates' fixed
+/// discount of 500, so an uncapped deduction (mall #1002) would store a negative amount to
+/// pay (I13); the others are large.
 fn order_amount(order_id: &str) -> i64 {
-    if order_id == "o3" { 300 } else { 10_000 }
+    match order_id {
+        "o2" => 400,
+        "o3" => 300,
+        _ => 10_000,
+    }
 }
 
 /// One operation on `engine` (owned, so that it can run on another engine's runtime).
