@@ -194,7 +194,7 @@ mod tests {
 
     #[test]
     fn every_plan_validates() -> anyhow::Result<()> {
-        for scenario in ["flash-sale", "lifecycle", "mixed"] {
+        for scenario in ["flash-sale", "lifecycle", "mixed", "checkout"] {
             let s = Cli::try_parse_from(["x", scenario])?.settings()?;
             for (_, spec) in plan(&s, "abc") {
                 spec.validate()
