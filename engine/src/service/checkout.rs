@@ -89,12 +89,8 @@ impl CouponEngine {
         if let Some(r) = crate::mutants::lock(self, coupon_id, user_id, order_id, ttl_ms).await {
             return r;
         }
-        let first = self.lock_once(coupon_id, user_id, order_id, ttl_ms).await;
-        if matches!(first, Err(EngineError::NotFound(_))) && self.wrote_pending_claims().await? {
-            // Async mode: see `redeem`.
-            return self.lock_once(coupon_id, user_id, order_id, ttl_ms).await;
-        }
-        first
+        self.after_pending_claims(|| self.lock_once(coupon_id, user_id, order_id, ttl_ms))
+            .await
     }
 
     async fn lock_once(
@@ -153,12 +149,8 @@ impl CouponEngine {
         if let Some(r) = crate::mutants::release(self, coupon_id, user_id).await {
             return r;
         }
-        let first = self.release_once(coupon_id, user_id, order_id).await;
-        if matches!(first, Err(EngineError::NotFound(_))) && self.wrote_pending_claims().await? {
-            // Async mode: see `redeem`.
-            return self.release_once(coupon_id, user_id, order_id).await;
-        }
-        first
+        self.after_pending_claims(|| self.release_once(coupon_id, user_id, order_id))
+            .await
     }
 
     async fn release_once(

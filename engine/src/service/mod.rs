@@ -340,6 +340,20 @@ impl CouponEngine {
         }
     }
 
+    /// Runs a step on a coupon (redeem, refund, lock, release), and once more if it found no
+    /// coupon and the async persister had claims to write: the coupon may be an
+    /// acknowledged claim still in its queue, and read-your-writes holds once it is written.
+    pub(crate) async fn after_pending_claims<T, F>(&self, step: impl Fn() -> F) -> EngineResult<T>
+    where
+        F: Future<Output = EngineResult<T>>,
+    {
+        let first = step().await;
+        if matches!(first, Err(EngineError::NotFound(_))) && self.wrote_pending_claims().await? {
+            return step().await;
+        }
+        first
+    }
+
     /// Drains the async persister and stops it. Claims after this stay pending in Redis
     /// until a reconcile persists them.
     pub async fn shutdown(&self) {

@@ -61,17 +61,8 @@ impl CouponEngine {
         {
             return r;
         }
-        let first = self
-            .redeem_locked(coupon_id, user_id, order_id, order_amount)
-            .await;
-        if matches!(first, Err(EngineError::NotFound(_))) && self.wrote_pending_claims().await? {
-            // Async mode: the coupon may be an acknowledged claim still in the persister's
-            // queue; read-your-writes holds once it is written.
-            return self
-                .redeem_locked(coupon_id, user_id, order_id, order_amount)
-                .await;
-        }
-        first
+        self.after_pending_claims(|| self.redeem_locked(coupon_id, user_id, order_id, order_amount))
+            .await
     }
 
     async fn redeem_locked(

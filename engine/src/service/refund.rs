@@ -53,12 +53,8 @@ impl CouponEngine {
         if let Some(r) = crate::mutants::refund(self, coupon_id, user_id, order_id).await {
             return r;
         }
-        let first = self.refund_once(coupon_id, user_id, order_id).await;
-        if matches!(first, Err(EngineError::NotFound(_))) && self.wrote_pending_claims().await? {
-            // Async mode: see `redeem`.
-            return self.refund_once(coupon_id, user_id, order_id).await;
-        }
-        first
+        self.after_pending_claims(|| self.refund_once(coupon_id, user_id, order_id))
+            .await
     }
 
     async fn refund_once(
