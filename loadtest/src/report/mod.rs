@@ -1,10 +1,12 @@
 //! The run's report: one document (the `report.json` schema, `schema_version` 1) rendered
-//! three ways — `report.json`, `report.md` (CI job summaries) and a self-contained
-//! `index.html` (inline CSS and SVG, no scripts, no network) — beside Goose's own reports.
+//! four ways — `report.json`, `report.md` (CI job summaries), a self-contained `index.html`
+//! (inline CSS and SVG, no scripts, no network) and `report.junit.xml` (CI test reporters)
+//! — beside Goose's own reports.
 
 mod assemble;
 mod html;
 mod json;
+mod junit;
 mod md;
 mod svg;
 mod timeline_svg;
@@ -181,12 +183,13 @@ pub(crate) fn esc(s: &str) -> String {
     out
 }
 
-/// Writes `report.json`, `report.md` and `index.html` into `dir`.
+/// Writes `report.json`, `report.md`, `index.html` and `report.junit.xml` into `dir`.
 pub(crate) fn write_all(dir: &Path, report: &Report) -> anyhow::Result<()> {
     let files = [
         ("report.json", json::render(report)?),
         ("report.md", md::render(report)),
         ("index.html", html::render(report)),
+        ("report.junit.xml", junit::render(report)),
     ];
     for (name, text) in files {
         let path = dir.join(name);

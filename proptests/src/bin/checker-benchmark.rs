@@ -1,6 +1,7 @@
 //! `checker-benchmark`: times the linearizability checker on every history of the shared
 //! data set (and on the kv c10 logs checked unpartitioned, as Porcupine's slow tests do),
-//! checks each verdict against the manifest, and writes `reports/checker-benchmark.md`.
+//! checks each verdict against the manifest, times large generated register histories (one
+//! child process each, for its peak memory), and writes `reports/checker-benchmark.md`.
 //!
 //! Usage: `cargo run --release -p coupon-proptests --bin checker-benchmark [-- --data DIR]`
 //! (default: `COUPON_HISTORIES_DIR`, else `../shared/data` beside the workspace). Exits 1
@@ -12,6 +13,8 @@ use anyhow::Context;
 use clap::Parser;
 use coupon_proptests::histories::manifest;
 
+#[path = "checker-benchmark/generated.rs"]
+mod generated;
 #[path = "checker-benchmark/table.rs"]
 mod table;
 #[path = "checker-benchmark/timing.rs"]
@@ -32,16 +35,26 @@ struct Args {
     /// Where to write the report.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Skip the large generated histories (about a minute).
+    #[arg(long)]
+    no_generated: bool,
+    /// In a child: make and check one generated history (OPS/PROCESSES/PLANT).
+    #[arg(long, hide = true)]
+    generated: Option<String>,
 }
 
 fn main() -> anyhow::Result<ExitCode> {
     let args = Args::parse();
+    let timeout = Duration::from_secs(args.timeout);
+    if let Some(shape) = &args.generated {
+        generated::child(shape, timeout)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let data = args
         .data
         .unwrap_or_else(|| workspace.join("../shared/data"));
     let entries = manifest::load_all(&data).context("loading the manifests")?;
-    let timeout = Duration::from_secs(args.timeout);
     let mut rows = Vec::new();
     for entry in &entries {
         let row = timing::time_entry(&data, entry, true, args.runs, timeout)
@@ -59,7 +72,12 @@ fn main() -> anyhow::Result<ExitCode> {
         eprintln!("{} (unpartitioned)", row.summary());
         unpartitioned.push(row);
     }
-    let report = table::Report::new(rows, unpartitioned, args.runs);
+    let large = if args.no_generated {
+        Vec::new()
+    } else {
+        generated::time_all(timeout)?
+    };
+    let report = table::Report::new(rows, unpartitioned, large, args.runs);
     let out = args
         .out
         .unwrap_or_else(|| workspace.join("reports/checker-benchmark.md"));

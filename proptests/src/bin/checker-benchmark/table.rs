@@ -5,7 +5,10 @@ use std::fmt::Write as _;
 
 use coupon_proptests::histories::ModelName;
 
-use crate::timing::Row;
+use crate::{
+    generated::{self, GeneratedRow},
+    timing::Row,
+};
 
 /// The logs Porcupine also checks as one store (its slow `TestKvNoPartition10Clients*`).
 pub const UNPARTITIONED: [&str; 2] = ["porcupine/kv/c10-ok.txt", "porcupine/kv/c10-bad.txt"];
@@ -20,6 +23,7 @@ const UNPARTITIONED_GOAL_MS: f64 = 10_000.0;
 pub struct Report {
     rows: Vec<Row>,
     unpartitioned: Vec<Row>,
+    generated: Vec<GeneratedRow>,
     runs: u32,
 }
 
@@ -41,10 +45,16 @@ fn yes(met: bool) -> &'static str {
 }
 
 impl Report {
-    pub fn new(rows: Vec<Row>, unpartitioned: Vec<Row>, runs: u32) -> Self {
+    pub fn new(
+        rows: Vec<Row>,
+        unpartitioned: Vec<Row>,
+        generated: Vec<GeneratedRow>,
+        runs: u32,
+    ) -> Self {
         Self {
             rows,
             unpartitioned,
+            generated,
             runs,
         }
     }
@@ -93,6 +103,7 @@ impl Report {
                 seconds(r.millis)
             ));
         }
+        out.extend(generated::failures(&self.generated));
         out
     }
 
@@ -102,6 +113,7 @@ impl Report {
         self.goals(&mut md);
         self.comparison(&mut md);
         self.groups(&mut md);
+        generated::markdown(&self.generated, &mut md);
         self.per_file(&mut md);
         md
     }
