@@ -25,7 +25,10 @@ Examples:
   coupon-loadtest flash-sale --target http://127.0.0.1:8080 --admin-token $TOKEN
   coupon-loadtest flash-sale --servers 3 --spread request     # three coupon-server processes
   coupon-loadtest flash-sale --target $URL --template $ID --no-audit   # one of N generators
-  coupon-loadtest audit reports/<run A> reports/<run B> --admin-token $TOKEN   # merged audit";
+  coupon-loadtest audit reports/<run A> reports/<run B> --admin-token $TOKEN   # merged audit
+  coupon-loadtest flash-sale --arrival-profile 1s:20000,5s:20000,3s:0   # open model: an arrival spike
+  coupon-loadtest flash-sale --arrival-rate 5000 --duration 10 --compare-closed 200
+  coupon-loadtest capacity --slo 'p99<50ms' --require-rate 5000   # the knee (see capacity --help)";
 
 /// The load-test scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -79,6 +82,27 @@ pub(crate) struct Cli {
     /// Concurrent Goose users [default: flash-sale 200, lifecycle and checkout 50, mixed 100].
     #[arg(long, short = 'u', value_name = "N")]
     pub users: Option<usize>,
+    /// Open model: this many shoppers arrive every second for --duration seconds, each
+    /// starting at its scheduled time whether or not the server keeps up; latency is taken
+    /// from each arrival's intended start (see --max-in-flight).
+    #[arg(long, value_name = "PER_SEC", conflicts_with_all = ["arrival_profile", "users", "increase_rate", "iterations"])]
+    pub arrival_rate: Option<f64>,
+    /// Open model: the arrival rate in stages DURATION:RATE,… starting from 0 a second, each
+    /// moving linearly to its rate over its duration (k6's ramping-arrival-rate), e.g.
+    /// `1s:20000,5s:20000,3s:0` (a ramp to the peak within a second, a hold, a decay). The
+    /// run lasts the stages' total.
+    #[arg(long, value_name = "STAGES", conflicts_with_all = ["users", "increase_rate", "iterations", "duration"])]
+    pub arrival_profile: Option<String>,
+    /// Open model: most arrivals in flight at once (virtual users, each with a keep-alive
+    /// connection per server, like k6's maxVUs); an arrival that finds none free is dropped
+    /// and counted in the report.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub max_in_flight: usize,
+    /// Open model: after the arrivals, run the same scenario as a closed loop of N virtual
+    /// users for as long as the arrivals lasted, on the same sale, and show both side by
+    /// side in the report (the closed loop slows down with the server; arrivals do not).
+    #[arg(long, value_name = "N")]
+    pub compare_closed: Option<usize>,
     /// Stock of the hot template (lifecycle: of each template) [default: flash-sale 500,
     /// lifecycle 1000000, mixed 200].
     #[arg(long, value_name = "N")]
@@ -286,6 +310,21 @@ pub(crate) struct Settings {
     pub seed: u64,
     /// Goose console at warnings only.
     pub goose_quiet: bool,
+    /// The open model's arrivals (None: Goose's closed loop of users).
+    pub open: Option<OpenModel>,
+}
+
+/// An open-model run's arrivals.
+#[derive(Debug, Clone)]
+pub(crate) struct OpenModel {
+    /// When shoppers arrive.
+    pub profile: crate::arrivals::Profile,
+    /// The profile as the report names it.
+    pub text: String,
+    /// Most arrivals in flight at once.
+    pub max_in_flight: usize,
+    /// Virtual users of a closed loop run first for comparison.
+    pub compare_closed: Option<usize>,
 }
 
 /// Most `coupon-server` processes one run starts (each holds a Postgres pool).
@@ -317,6 +356,10 @@ impl Cli {
             bail!("--increase-rate must be a positive number");
         }
         let duration = self.run_length()?;
+        let open = self.open_model(duration)?;
+        let duration = open
+            .as_ref()
+            .map_or(duration, |o| Some(o.profile.length().as_secs().max(1)));
         self.check_targets()?;
         self.check_tuning()?;
         let seed = self.seed.unwrap_or_else(|| {
@@ -363,17 +406,66 @@ impl Cli {
             duplicate_rate: self.duplicate_rate,
             seed,
             goose_quiet: self.goose_quiet,
+            open,
         })
+    }
+
+    /// The open model's arrivals, if asked for, checked.
+    fn open_model(&self, duration: Option<u64>) -> anyhow::Result<Option<OpenModel>> {
+        let (profile, text) = match (self.arrival_rate, &self.arrival_profile) {
+            (None, None) if self.compare_closed.is_some() => {
+                bail!(
+                    "--compare-closed compares with an open-model run: add --arrival-rate or --arrival-profile"
+                )
+            }
+            (None, None) => return Ok(None),
+            (Some(rate), _) => {
+                let secs = duration.unwrap_or(20);
+                let profile = crate::arrivals::Profile::constant(rate, Duration::from_secs(secs))?;
+                (profile, format!("{rate}/s for {secs} s"))
+            }
+            (None, Some(text)) => (crate::arrivals::Profile::parse(text)?, text.clone()),
+        };
+        if !self.thresholds.is_empty() {
+            bail!(
+                "--threshold is Goose's and applies to the closed model; an open-model run \
+                 reports its response-time percentiles instead"
+            );
+        }
+        for t in &self.targets {
+            crate::lean_client::Endpoint::parse(t.trim_end_matches('/')).with_context(|| {
+                format!("--target {t}: the open model's client needs http://<ip>:<port>")
+            })?;
+        }
+        if self
+            .compare_closed
+            .is_some_and(|n| !(1..=100_000).contains(&n))
+        {
+            bail!("--compare-closed must be between 1 and 100000 users");
+        }
+        Ok(Some(OpenModel {
+            profile,
+            text,
+            max_in_flight: self.max_in_flight,
+            compare_closed: self.compare_closed,
+        }))
     }
 
     /// Users, stock, per-user limit and shoppers: the scenario's defaults, checked.
     fn sizes(&self) -> anyhow::Result<Sizes> {
         let kind = self.scenario;
-        let users = self.users.unwrap_or(match kind {
-            ScenarioKind::FlashSale => 200,
-            ScenarioKind::Lifecycle | ScenarioKind::Checkout => 50,
-            ScenarioKind::Mixed => 100,
-        });
+        let open = self.arrival_rate.is_some() || self.arrival_profile.is_some();
+        if open && !(1..=100_000).contains(&self.max_in_flight) {
+            bail!("--max-in-flight must be between 1 and 100000");
+        }
+        let users = self
+            .users
+            .or(open.then_some(self.max_in_flight))
+            .unwrap_or(match kind {
+                ScenarioKind::FlashSale => 200,
+                ScenarioKind::Lifecycle | ScenarioKind::Checkout => 50,
+                ScenarioKind::Mixed => 100,
+            });
         if users == 0 {
             bail!("--users must be at least 1");
         }

@@ -6,20 +6,26 @@
 //! simulated users saw; audits invariants I1–I7 afterwards; writes
 //! `reports/<UTC time>-<scenario>/` (index.html, report.json, report.md, Goose's reports);
 //! optionally compares with a baseline. `coupon-loadtest audit RUN_DIR…` audits the merged
-//! records of several runs (generators on several machines). Exit codes: 0 pass, 1 invariant violated,
+//! records of several runs (generators on several machines); `--arrival-rate` and
+//! `--arrival-profile` run the open model (`arrivals`), and `coupon-loadtest capacity`
+//! searches for the highest arrival rate that meets a latency objective (`capacity`).
+//! Exit codes: 0 pass, 1 invariant violated,
 //! 2 threshold or regression, 3 setup error.
 
 mod acks;
 mod admissions;
 mod api;
+mod arrivals;
 mod attack;
 mod audit;
 mod baseline;
 mod bench;
+mod capacity;
 mod checks;
 mod cli;
 mod fleet;
 mod grey_nemesis;
+mod lean_client;
 mod merge;
 mod nemesis;
 mod progress;
@@ -54,6 +60,7 @@ async fn main() -> ExitCode {
     match std::env::args().nth(1).as_deref() {
         Some("bench") => return command_main("bench", bench::run).await,
         Some("audit") => return command_main("audit", merge::run).await,
+        Some("capacity") => return command_main("capacity", capacity::run).await,
         _ => {}
     }
     let cli = match cli::Cli::try_parse() {

@@ -13,7 +13,7 @@ use time::{OffsetDateTime, macros::format_description};
 use crate::{
     acks::AckLog,
     admissions::AdmissionsProbe,
-    attack, audit, baseline,
+    arrivals, attack, audit, baseline,
     checks::InvariantResult,
     cli::Settings,
     nemesis,
@@ -68,6 +68,11 @@ fn start_nemesis(
 
 /// Runs everything; `Err` is a setup or infrastructure error (exit 3).
 pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
+    Ok(run_to_report(s).await?.0)
+}
+
+/// Runs everything and returns the verdict with the report (as written into its directory).
+pub(crate) async fn run_to_report(s: Settings) -> anyhow::Result<(Verdict, Report)> {
     let started_at = OffsetDateTime::now_utc();
     let mut fixture = setup::prepare(&s).await?;
     let dir = run_dir(&s.report_dir, started_at, s.scenario.name())?;
@@ -85,7 +90,29 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
     let ctx = Arc::new(ctx);
     let probe = AdmissionsProbe::start(&fixture.bases).await;
     let nemesis = start_nemesis(&s, &fixture, ctx.epoch_unix_us)?;
-    let attack = attack::run(&s, ctx.clone(), &dir).await?;
+    let (attack, open_model) = match &s.open {
+        Some(open) => {
+            let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let (mut attack, mut figures) = arrivals::run(
+                ctx.clone(),
+                &open.profile,
+                &open.text,
+                open.max_in_flight,
+                next.clone(),
+            )
+            .await?;
+            // After the arrivals, so that they meet the sale as it opens, as shoppers do.
+            if let Some(users) = open.compare_closed {
+                let started = std::time::Instant::now();
+                let length = open.profile.length();
+                figures.closed =
+                    Some(arrivals::closed_loop(ctx.clone(), users, length, next).await?);
+                attack.elapsed += started.elapsed();
+            }
+            (attack, Some(figures))
+        }
+        None => (attack::run(&s, ctx.clone(), &dir).await?, None),
+    };
     let nemesis = match nemesis {
         Some(task) => task.await.context("the nemesis task")?,
         None => Vec::new(),
@@ -146,10 +173,11 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
     let findings = (audits, invariants);
     let mut report = build_report(&s, heading, &fixture, attack, nemesis, tally, findings)?;
     report.recoveries = recoveries;
+    report.open_model = open_model;
     let verdict = report.outcome;
     report::write_all(&dir, &report)?;
     summarise(&report, &dir);
-    Ok(verdict)
+    Ok((verdict, report))
 }
 
 /// The run's report: the verdict on its invariants, Goose's thresholds and the baseline.
@@ -222,13 +250,18 @@ fn announce(s: &Settings, fixture: &setup::Fixture) {
         (None, Some(n)) => format!("{n} iterations per user"),
         (None, None) => "until stopped".to_owned(),
     };
+    let load = match &s.open {
+        Some(open) => format!("open model, arrivals {}", open.text),
+        None => format!(
+            "{} Goose users (+{}/s), {how_long}",
+            s.users, s.increase_rate
+        ),
+    };
     phase(
         "run",
         format!(
-            "{}: {} Goose users (+{}/s), {} shoppers, {how_long}, against {}{}",
+            "{}: {load}, {} shoppers, against {}{}",
             s.scenario.name(),
-            s.users,
-            s.increase_rate,
             s.customers,
             fixture.bases.join(", "),
             if fixture.bases.len() > 1 {
@@ -304,6 +337,9 @@ fn config_json(s: &Settings) -> serde_json::Value {
     let own = s.targets.is_empty();
     json!({
         "scenario": s.scenario.name(),
+        "load_model": if s.open.is_some() { "open" } else { "closed" },
+        "arrivals": s.open.as_ref().map(|o| o.text.clone()),
+        "max_in_flight": s.open.as_ref().map(|o| o.max_in_flight),
         "users": s.users,
         "increase_rate": s.increase_rate,
         "duration_secs": s.duration,

@@ -22,17 +22,23 @@ pub(crate) struct Latencies(Histogram<u64>);
 impl Latencies {
     /// An empty histogram keeping `digits` significant digits (auto-resizing to the slowest
     /// answer seen, so a fast run stays small).
-    fn new(digits: u8) -> Self {
+    pub(crate) fn new(digits: u8) -> Self {
         // Cannot fail: `digits` is 2 or 3, within HdrHistogram's 0..=5.
         Self(Histogram::new(digits).expect("2 or 3 significant digits are supported"))
     }
 
-    fn record(&mut self, us: u64) {
+    pub(crate) fn record(&mut self, us: u64) {
         // `record` grows the auto-resizing histogram; `saturating_record` alone would clamp
         // to its current (initially tiny) range. Only a value beyond u64's range can fail.
         if self.0.record(us).is_err() {
             self.0.saturating_record(us);
         }
+    }
+
+    /// Adds every latency of `other`.
+    pub(crate) fn add(&mut self, other: &Self) {
+        // Only a value beyond u64's range can fail, as in `record`.
+        let _ = self.0.add(&other.0);
     }
 
     /// Answers recorded.

@@ -40,6 +40,60 @@ fn bad_options_exit_3_naming_the_option_and_write_nothing() {
         (&["flash-sale", "--nemesis", "nope"][..], "--nemesis"),
         (&["bench", "--rounds", "0"][..], "--rounds"),
         (&["lifecycle", "--users", "many"][..], "--users"),
+        (&["flash-sale", "--arrival-rate", "0"][..], "--arrival-rate"),
+        (
+            &["flash-sale", "--arrival-rate", "fast"][..],
+            "--arrival-rate",
+        ),
+        (
+            &["flash-sale", "--arrival-profile", "1s:fast"][..],
+            "--arrival-profile",
+        ),
+        (
+            &["flash-sale", "--arrival-profile", "1h30:100"][..],
+            "--arrival-profile",
+        ),
+        (
+            &["flash-sale", "--arrival-profile", "1s:0,2s:0"][..],
+            "--arrival-profile",
+        ),
+        (
+            &["flash-sale", "--arrival-rate", "100", "--users", "5"][..],
+            "--users",
+        ),
+        (
+            &[
+                "flash-sale",
+                "--arrival-rate",
+                "100",
+                "--max-in-flight",
+                "0",
+            ][..],
+            "--max-in-flight",
+        ),
+        (
+            &["flash-sale", "--compare-closed", "10"][..],
+            "--compare-closed",
+        ),
+        (
+            &[
+                "flash-sale",
+                "--arrival-rate",
+                "100",
+                "--threshold",
+                "p99<1s",
+            ][..],
+            "--threshold",
+        ),
+        (&["capacity", "--slo", "p98<50ms"][..], "--slo"),
+        (&["capacity", "--slo", "p99<50min"][..], "--slo"),
+        (
+            &["capacity", "--slo", "p99<50ms", "--error-budget", "lots"][..],
+            "--error-budget",
+        ),
+        (&["capacity", "--start-rate", "0"][..], "--start-rate"),
+        (&["capacity", "--require-rate=-5"][..], "--require-rate"),
+        (&["capacity", "--step-secs", "0"][..], "--step-secs"),
     ] {
         let (code, err, wrote) = refused(args);
         assert_eq!(code, Some(3), "{args:?}: {err}");

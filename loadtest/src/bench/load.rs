@@ -1,7 +1,7 @@
 //! Closed-loop load: `clients` tasks, each sending its next claim as soon as the previous
 //! answered, for a fixed time; exact latencies of every call. Two drivers of the same shape:
 //! the engine in-process (`CouponEngine::claim`) and a minimal HTTP client (one connection
-//! per task, written and read by the task itself; see `http_client`), which is also the
+//! per task, written and read by the task itself; see `lean_client`), which is also the
 //! generator ceiling the Goose row is compared with.
 
 use std::{
@@ -17,10 +17,10 @@ use coupon_engine::{
 use uuid::Uuid;
 
 use super::{
-    http_client::{Connection, Endpoint},
     measure::Samples,
     target::{CLAIMS_PER_USER, SECRET},
 };
+use crate::lean_client::{Connection, Endpoint};
 
 /// Which answer a row expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +121,7 @@ async fn claim_as(
 }
 
 /// POST /v1/templates/{id}/claims from `clients` tasks, each on a keep-alive connection of
-/// its own (see `http_client`).
+/// its own (see `lean_client`).
 pub(crate) async fn over_http(
     base_url: &str,
     template: Uuid,

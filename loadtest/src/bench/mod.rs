@@ -9,7 +9,6 @@ mod cli;
 mod cpu;
 mod durability;
 mod goose_row;
-mod http_client;
 mod load;
 mod measure;
 mod ratios;

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use super::{Report, esc, svg, timeline_svg};
 
 /// Page style.
-const CSS: &str = "
+pub(crate) const CSS: &str = "
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1f2937;background:#f9fafb}
 main{max-width:1100px;margin:0 auto;padding:0 20px 40px}
 .banner{padding:22px 28px;color:#fff;font-size:26px;font-weight:700}
@@ -106,6 +106,7 @@ pub(crate) fn render(r: &Report) -> String {
         .collect();
     s.push_str(&timeline_svg::timeline(&r.timeline, &markers));
     s.push_str("</div>");
+    open_model(&mut s, r);
     latency(&mut s, r);
     servers_and_runs(&mut s, r);
     statuses(&mut s, r);
@@ -165,6 +166,23 @@ fn invariants(s: &mut String, r: &Report) {
         s.push_str("</td></tr>");
     }
     s.push_str("</table>");
+}
+
+fn open_model(s: &mut String, r: &Report) {
+    if let Some(open) = &r.open_model {
+        let summary = esc(&open.summary()).replace("**", "");
+        let _ = write!(
+            s,
+            "<h2>Open model: latency per arrival</h2><p class=\"muted\">{summary} One \
+             arrival is one shopper's visit (its requests, retries included).</p>"
+        );
+        table(
+            s,
+            &crate::arrivals::OpenFigures::HEADER,
+            open.rows().into_iter(),
+            1,
+        );
+    }
 }
 
 fn latency(s: &mut String, r: &Report) {

@@ -32,6 +32,7 @@ pub(crate) fn render(r: &Report) -> String {
     header(&mut s, r);
     faults_and_invariants(&mut s, r);
     throughput(&mut s, r);
+    open_model(&mut s, r);
     latency_and_statuses(&mut s, r);
     thresholds(&mut s, r);
     baseline(&mut s, r);
@@ -158,6 +159,21 @@ fn throughput(s: &mut String, r: &Report) {
 }
 
 /// Exact latency percentiles and status counts per endpoint.
+fn open_model(s: &mut String, r: &Report) {
+    if let Some(open) = &r.open_model {
+        let _ = writeln!(
+            s,
+            "\n## Open model: latency per arrival (one shopper's visit)\n\n{}\n",
+            open.summary()
+        );
+        table(
+            s,
+            &crate::arrivals::OpenFigures::HEADER,
+            open.rows().into_iter(),
+        );
+    }
+}
+
 fn latency_and_statuses(s: &mut String, r: &Report) {
     let _ = writeln!(
         s,

@@ -4,11 +4,11 @@
 //! — beside Goose's own reports.
 
 mod assemble;
-mod html;
+pub(crate) mod html;
 mod json;
 mod junit;
 mod md;
-mod svg;
+pub(crate) mod svg;
 mod timeline_svg;
 
 use std::path::Path;
@@ -100,6 +100,9 @@ pub(crate) struct Report {
     /// Per fault healed: time to the first refusal and to the first grant after the heal.
     #[serde(default)]
     pub recoveries: Vec<crate::recovery::Recovery>,
+    /// An open-model run's arrivals and latencies (`--arrival-rate`, `--arrival-profile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_model: Option<crate::arrivals::OpenFigures>,
     /// Why the run failed, in words (empty on PASS).
     pub failures: Vec<String>,
 }

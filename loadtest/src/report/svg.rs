@@ -23,7 +23,7 @@ fn colour(i: usize) -> &'static str {
 }
 
 /// A "nice" axis maximum at or above `v`.
-pub(super) fn nice_max(v: f64) -> f64 {
+pub(crate) fn nice_max(v: f64) -> f64 {
     if v <= 0.0 {
         return 1.0;
     }

@@ -1,5 +1,7 @@
-//! One HTTP request through Goose: bearer token, JSON body, a stable request name, our own
-//! timing (body included), and Goose's success flag set by what the answer means:
+//! One HTTP request, through whoever sends it ([`Transport`]): a Goose user in the closed
+//! model, a lean client in the open one (`arrivals`). Through Goose: bearer token, JSON
+//! body, a stable request name, our own timing (body included), and Goose's success flag
+//! set by what the answer means:
 //! expected business refusals (`stock_empty`, `user_limit`, a clash's `already_used`, a
 //! cross-user `not_owner`) count as success; 5xx and timeouts as failures; a 2xx to a
 //! cross-user request as a failure.
@@ -49,6 +51,32 @@ pub(crate) struct Resp {
 }
 
 impl Resp {
+    /// The answer to a request sent at `started` (now is its end), with the error body's
+    /// code picked out.
+    pub(crate) fn new(
+        ctx: &Ctx,
+        started: Instant,
+        status: Option<u16>,
+        body: Value,
+        error: Option<String>,
+        server: usize,
+    ) -> Self {
+        let latency_us = started.elapsed().as_micros() as u64;
+        let code = body
+            .pointer("/error/code")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Self {
+            status,
+            body,
+            code,
+            error,
+            start_us: ctx.micros_since_start(started),
+            latency_us,
+            server,
+        }
+    }
+
     /// Whether trying again with the same ids makes sense (unknown outcome or busy).
     pub(crate) fn retryable(&self) -> bool {
         match self.status {
@@ -63,8 +91,27 @@ impl Resp {
     }
 }
 
-/// Sends `req` once.
-pub(crate) async fn send(
+/// Whoever sends the scenarios' requests. The scenarios are written once against it, so the
+/// same shopper journeys, records and audits serve the closed model (Goose users) and the
+/// open one (arrivals on lean connections).
+pub(crate) trait Transport: Send {
+    /// Sends `req` once; a transport failure is an answer with no status, never an `Err`
+    /// (which only Goose's own errors are).
+    fn send(
+        &mut self,
+        ctx: &Ctx,
+        req: &Req<'_>,
+    ) -> impl Future<Output = Result<Resp, Box<TransactionError>>> + Send;
+}
+
+impl Transport for GooseUser {
+    async fn send(&mut self, ctx: &Ctx, req: &Req<'_>) -> Result<Resp, Box<TransactionError>> {
+        send_through_goose(self, ctx, req).await
+    }
+}
+
+/// Sends `req` once through Goose.
+async fn send_through_goose(
     user: &mut GooseUser,
     ctx: &Ctx,
     req: &Req<'_>,
@@ -106,20 +153,7 @@ pub(crate) async fn send(
         }
         Err(e) => (None, Value::Null, Some(e.to_string())),
     };
-    let latency_us = started.elapsed().as_micros() as u64;
-    let code = body
-        .pointer("/error/code")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let resp = Resp {
-        status,
-        body,
-        code,
-        error,
-        start_us: ctx.micros_since_start(started),
-        latency_us,
-        server,
-    };
+    let resp = Resp::new(ctx, started, status, body, error, server);
     // Goose marks 2xx success and everything else failure; correct it where the answer
     // means something else. `set_failure` returns an error to end the transaction early,
     // which is not wanted here: the failure is recorded, the user carries on.

@@ -13,6 +13,7 @@ use goose::prelude::*;
 
 use super::{
     Ctx, Session,
+    call::Transport,
     ops::{self, CouponRef, Request, Sender},
 };
 use crate::{rng::Rng, templates::Role};
@@ -58,7 +59,7 @@ impl Offered {
 
 /// One journey: claim and offer a coupon, then place an order with an offered one.
 pub(crate) async fn iteration(
-    user: &mut GooseUser,
+    user: &mut impl Transport,
     ctx: &Ctx,
     s: &mut Session,
 ) -> TransactionResult {

@@ -6,6 +6,7 @@ use goose::prelude::*;
 
 use super::{
     Ctx, Session,
+    call::Transport,
     ops::{self, Request, Sender},
 };
 use crate::templates::Role;
@@ -15,7 +16,7 @@ const VIEW_WALLET: f64 = 0.2;
 
 /// One shopper's attempt.
 pub(crate) async fn iteration(
-    user: &mut GooseUser,
+    user: &mut impl Transport,
     ctx: &Ctx,
     s: &mut Session,
 ) -> TransactionResult {

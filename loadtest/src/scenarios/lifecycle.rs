@@ -7,6 +7,7 @@ use goose::prelude::*;
 
 use super::{
     Ctx, Session,
+    call::Transport,
     ops::{self, CouponRef, Request, Sender},
 };
 use crate::{
@@ -29,7 +30,7 @@ const VIEW_WALLET: f64 = 0.1;
 
 /// One journey on the lifecycle templates (alternating refund policies).
 pub(crate) async fn iteration(
-    user: &mut GooseUser,
+    user: &mut impl Transport,
     ctx: &Ctx,
     s: &mut Session,
 ) -> TransactionResult {
@@ -56,7 +57,7 @@ fn order_amount(rng: &mut Rng, template: &TemplateInfo) -> i64 {
 /// Refunds the redeemed coupon; now and then repeats the refund, and after a refund back
 /// to the user redeems it again with a fourth order.
 async fn refund(
-    user: &mut GooseUser,
+    user: &mut impl Transport,
     ctx: &Ctx,
     s: &mut Session,
     me: Sender<'_>,
@@ -81,7 +82,7 @@ async fn refund(
 
 /// Claim, redeem and maybe refund one coupon of `template` as shopper `n`.
 pub(crate) async fn journey(
-    user: &mut GooseUser,
+    user: &mut impl Transport,
     ctx: &Ctx,
     s: &mut Session,
     n: usize,

@@ -4,12 +4,12 @@
 
 use goose::prelude::*;
 
-use super::{Ctx, Session, lifecycle::journey, ops};
+use super::{Ctx, Session, call::Transport, lifecycle::journey, ops};
 use crate::templates::Role;
 
 /// One shopper's visit: a journey on a template picked by weight, or browsing.
 pub(crate) async fn iteration(
-    user: &mut GooseUser,
+    user: &mut impl Transport,
     ctx: &Ctx,
     s: &mut Session,
 ) -> TransactionResult {

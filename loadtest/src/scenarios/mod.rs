@@ -9,6 +9,7 @@ mod mixed;
 mod ops;
 mod servers;
 
+pub(crate) use call::{Req, Resp, Transport};
 pub(crate) use checkout::LOCK_TTL_SECS;
 pub(crate) use servers::Servers;
 
@@ -131,6 +132,31 @@ impl Ctx {
     }
 }
 
+impl Session {
+    /// The session of user (or open-model virtual user) `idx`.
+    pub(crate) fn new(seed: u64, idx: usize) -> Self {
+        Self {
+            idx,
+            rng: Rng::new(seed, idx as u64),
+            iter: 0,
+        }
+    }
+}
+
+/// One iteration of `ctx.kind`'s scenario: one shopper's visit, by whoever sends it.
+pub(crate) async fn iteration(
+    user: &mut impl Transport,
+    ctx: &Ctx,
+    session: &mut Session,
+) -> TransactionResult {
+    match ctx.kind {
+        ScenarioKind::FlashSale => flash_sale::iteration(user, ctx, session).await,
+        ScenarioKind::Lifecycle => lifecycle::iteration(user, ctx, session).await,
+        ScenarioKind::Mixed => mixed::iteration(user, ctx, session).await,
+        ScenarioKind::Checkout => checkout::iteration(user, ctx, session).await,
+    }
+}
+
 /// The Goose scenario of `ctx.kind`: an on-start transaction that sets up the session, then
 /// one transaction per iteration.
 pub(crate) fn scenario(ctx: Arc<Ctx>) -> Scenario {
@@ -138,12 +164,7 @@ pub(crate) fn scenario(ctx: Arc<Ctx>) -> Scenario {
     let init: TransactionFunction = Arc::new(move |user| {
         let ctx = init_ctx.clone();
         Box::pin(async move {
-            let idx = user.weighted_users_index;
-            user.set_session_data(Session {
-                idx,
-                rng: Rng::new(ctx.seed, idx as u64),
-                iter: 0,
-            });
+            user.set_session_data(Session::new(ctx.seed, user.weighted_users_index));
             Ok(())
         })
     });
@@ -154,17 +175,8 @@ pub(crate) fn scenario(ctx: Arc<Ctx>) -> Scenario {
             let mut session = user
                 .get_session_data::<Session>()
                 .cloned()
-                .unwrap_or_else(|| Session {
-                    idx: user.weighted_users_index,
-                    rng: Rng::new(ctx.seed, user.weighted_users_index as u64),
-                    iter: 0,
-                });
-            let result = match ctx.kind {
-                ScenarioKind::FlashSale => flash_sale::iteration(user, &ctx, &mut session).await,
-                ScenarioKind::Lifecycle => lifecycle::iteration(user, &ctx, &mut session).await,
-                ScenarioKind::Mixed => mixed::iteration(user, &ctx, &mut session).await,
-                ScenarioKind::Checkout => checkout::iteration(user, &ctx, &mut session).await,
-            };
+                .unwrap_or_else(|| Session::new(ctx.seed, user.weighted_users_index));
+            let result = iteration(user, &ctx, &mut session).await;
             session.iter += 1;
             user.set_session_data(session);
             result

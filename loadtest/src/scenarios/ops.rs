@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::{
     Ctx,
-    call::{self, Req, Resp},
+    call::{Req, Resp, Transport},
 };
 use crate::{
     acks::{Event, Op},
@@ -92,7 +92,7 @@ impl Base<'_> {
 
 /// Sends `req` until it has a definitive answer or the retries are spent.
 async fn perform(
-    user: &mut GooseUser,
+    user: &mut impl Transport,
     ctx: &Ctx,
     base: &Base<'_>,
     req: &Req<'_>,
@@ -100,7 +100,7 @@ async fn perform(
     let mut attempt = 0u32;
     let mut unknown_before = false;
     loop {
-        let resp = call::send(user, ctx, req).await?;
+        let resp = user.send(ctx, req).await?;
         ctx.acks.record(base.event(attempt, &resp));
         if resp.ok() {
             return Ok(Answer::Ok(resp.body));
@@ -284,7 +284,7 @@ impl<'a> Request<'a> {
 
 /// Sends `request` as `from`, retrying with the same ids until it has a definitive answer.
 pub(crate) async fn send(
-    user: &mut GooseUser,
+    user: &mut impl Transport,
     ctx: &Ctx,
     from: Sender<'_>,
     request: Request<'_>,
@@ -407,7 +407,7 @@ fn order_call<'c>(
 
 /// Lists `from`'s coupons (a read: sent once).
 pub(crate) async fn my_coupons(
-    user: &mut GooseUser,
+    user: &mut impl Transport,
     ctx: &Ctx,
     from: Sender<'_>,
 ) -> Result<(), Box<TransactionError>> {
@@ -420,7 +420,7 @@ pub(crate) async fn my_coupons(
         body: None,
         expected: &[],
     };
-    let resp = call::send(user, ctx, &req).await?;
+    let resp = user.send(ctx, &req).await?;
     let base = Base {
         op: Op::MyCoupons,
         goose_user: from.goose_user,

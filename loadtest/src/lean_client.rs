@@ -1,4 +1,5 @@
-//! The bench's minimal HTTP client: one HTTP/1.1 keep-alive connection per client task,
+//! The minimal HTTP client of the bench and of open-model runs (`arrivals`): one HTTP/1.1
+//! keep-alive connection per client task,
 //! written and read by that task itself, as `wrk` does. On two cores shared with the server,
 //! Redis and Postgres, every microsecond the client spends is taken from the server it
 //! measures. A general client (hyper's connection API, which this replaced) runs each
@@ -72,55 +73,108 @@ impl Connection {
         token: &str,
         body: &str,
     ) -> anyhow::Result<u16> {
-        let answer = match tokio::time::timeout(CALL_TIMEOUT, self.call(path, token, body)).await {
-            Ok(answer) => answer,
-            Err(_) => Err(anyhow::anyhow!("no answer within {CALL_TIMEOUT:?}")),
-        };
-        if answer.is_err() {
-            self.stream = None;
-        }
-        answer
+        let (status, _) = self
+            .request("POST", path, token, Some(body), CALL_TIMEOUT)
+            .await?;
+        Ok(status)
     }
 
-    async fn call(&mut self, path: &str, token: &str, body: &str) -> anyhow::Result<u16> {
+    /// Sends `method path` with a bearer `token` and an optional JSON `body`; the answer's
+    /// status and body once it is all read. A call that fails or outlives `timeout` closes
+    /// the connection (the next call opens another).
+    pub(crate) async fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        token: &str,
+        body: Option<&str>,
+        timeout: Duration,
+    ) -> anyhow::Result<(u16, &[u8])> {
+        let answer = match tokio::time::timeout(timeout, self.call(method, path, token, body)).await
+        {
+            Ok(answer) => answer,
+            Err(_) => Err(anyhow::anyhow!("no answer within {timeout:?}")),
+        };
+        match answer {
+            Ok((status, body)) => Ok((status, &self.buf[body])),
+            Err(e) => {
+                self.stream = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// The status and where the body lies in `buf`.
+    async fn call(
+        &mut self,
+        method: &str,
+        path: &str,
+        token: &str,
+        body: Option<&str>,
+    ) -> anyhow::Result<(u16, std::ops::Range<usize>)> {
         let stream = match &mut self.stream {
             Some(s) => s,
             None => self.stream.insert(open(&self.endpoint.addr).await?),
         };
         self.buf.clear();
-        write_request(&mut self.buf, &self.endpoint.host, path, token, body);
+        write_request(
+            &mut self.buf,
+            method,
+            &self.endpoint.host,
+            path,
+            token,
+            body,
+        );
         stream.write_all(&self.buf).await?;
         self.buf.clear();
-        let (status, keep_alive) = read_answer(stream, &mut self.buf).await?;
+        let (status, keep_alive, body) = read_answer(stream, &mut self.buf).await?;
         if !keep_alive {
             self.stream = None;
         }
-        Ok(status)
+        Ok((status, body))
     }
 }
 
-fn write_request(buf: &mut Vec<u8>, host: &str, path: &str, token: &str, body: &str) {
+fn write_request(
+    buf: &mut Vec<u8>,
+    method: &str,
+    host: &str,
+    path: &str,
+    token: &str,
+    body: Option<&str>,
+) {
     use std::io::Write as _;
     // Writing into a Vec cannot fail.
     let _ = write!(
         buf,
-        "POST {path} HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {token}\r\n\
-         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
+        "{method} {path} HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {token}\r\n"
     );
+    let _ = match body {
+        Some(body) => write!(
+            buf,
+            "content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+        None => write!(buf, "\r\n"),
+    };
 }
 
-/// Reads one answer into `buf`: its status, and whether the connection stays open.
-async fn read_answer(stream: &mut TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<(u16, bool)> {
+/// Reads one answer into `buf`: its status, whether the connection stays open, and where
+/// its body lies in `buf`.
+async fn read_answer(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+) -> anyhow::Result<(u16, bool, std::ops::Range<usize>)> {
     loop {
         if let Some(head) = parse_head(buf)? {
-            while buf.len() < head.len + head.content_length {
+            let end = head.len + head.content_length;
+            while buf.len() < end {
                 read_more(stream, buf).await?;
             }
-            if buf.len() > head.len + head.content_length {
+            if buf.len() > end {
                 bail!("the server sent more than one answer to one request");
             }
-            return Ok((head.status, head.keep_alive));
+            return Ok((head.status, head.keep_alive, head.len..end));
         }
         read_more(stream, buf).await?;
     }

@@ -1,0 +1,65 @@
+//! The open model's shopper: the scenarios' requests on the lean client's keep-alive
+//! connections (one per server), the same records as through Goose. Goose is not used
+//! here: it runs a closed loop of users, and cannot start a request at a scheduled time
+//! whatever the server does (its issue 87, a target request rate, has been open since 2020).
+
+use goose::prelude::*;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::{
+    lean_client::{Connection, Endpoint},
+    scenarios::{Ctx, Req, Resp, Transport},
+};
+
+/// One virtual user's connections, by server index (opened on first use).
+pub(crate) struct LeanUser {
+    connections: Vec<Connection>,
+}
+
+impl LeanUser {
+    pub(crate) fn new(endpoints: &[Endpoint]) -> Self {
+        Self {
+            connections: endpoints.iter().cloned().map(Connection::new).collect(),
+        }
+    }
+}
+
+/// The HTTP method's name (None for Goose's non-HTTP `Custom`, which no scenario sends).
+fn method_name(method: GooseMethod) -> Option<&'static str> {
+    Some(match method {
+        GooseMethod::Delete => "DELETE",
+        GooseMethod::Get => "GET",
+        GooseMethod::Head => "HEAD",
+        GooseMethod::Patch => "PATCH",
+        GooseMethod::Post => "POST",
+        GooseMethod::Put => "PUT",
+        GooseMethod::Custom => return None,
+    })
+}
+
+impl Transport for LeanUser {
+    async fn send(&mut self, ctx: &Ctx, req: &Req<'_>) -> Result<Resp, Box<TransactionError>> {
+        let (server, _) = ctx.servers.pick(req.who.home);
+        let body = req.body.as_ref().map(Value::to_string);
+        let token = req.bearer.unwrap_or(&req.who.token);
+        let started = Instant::now();
+        let answer = match (self.connections.get_mut(server), method_name(req.method)) {
+            (Some(conn), Some(method)) => {
+                conn.request(method, &req.path, token, body.as_deref(), ctx.timeout)
+                    .await
+            }
+            (None, _) => Err(anyhow::anyhow!("no server {server}")),
+            (_, None) => Err(anyhow::anyhow!("a non-HTTP method")),
+        };
+        let (status, body, error) = match answer {
+            Ok((status, bytes)) => (
+                Some(status),
+                serde_json::from_slice(bytes).unwrap_or(Value::Null),
+                None,
+            ),
+            Err(e) => (None, Value::Null, Some(format!("{e:#}"))),
+        };
+        Ok(Resp::new(ctx, started, status, body, error, server))
+    }
+}
