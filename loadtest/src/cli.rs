@@ -28,7 +28,8 @@ Examples:
   coupon-loadtest audit reports/<run A> reports/<run B> --admin-token $TOKEN   # merged audit
   coupon-loadtest flash-sale --arrival-profile 1s:20000,5s:20000,3s:0   # open model: an arrival spike
   coupon-loadtest flash-sale --arrival-rate 5000 --duration 10 --compare-closed 200
-  coupon-loadtest capacity --slo 'p99<50ms' --require-rate 5000   # the knee (see capacity --help)";
+  coupon-loadtest capacity --slo 'p99<50ms' --require-rate 5000   # the knee (see capacity --help)
+  coupon-loadtest trend reports/   # throughput, latency, knees and ratios across runs";
 
 /// The load-test scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

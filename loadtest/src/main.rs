@@ -42,6 +42,7 @@ mod stats;
 mod tally;
 mod templates;
 mod timeline;
+mod trend;
 mod verdict;
 
 use std::process::ExitCode;
@@ -61,6 +62,7 @@ async fn main() -> ExitCode {
         Some("bench") => return command_main("bench", bench::run).await,
         Some("audit") => return command_main("audit", merge::run).await,
         Some("capacity") => return command_main("capacity", capacity::run).await,
+        Some("trend") => return command_main("trend", trend::run).await,
         _ => {}
     }
     let cli = match cli::Cli::try_parse() {

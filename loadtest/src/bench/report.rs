@@ -19,6 +19,9 @@ use crate::report::esc;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Document {
     pub started_at: String,
+    /// `git rev-parse --short HEAD` (absent in older reports), for `coupon-loadtest trend`.
+    #[serde(default)]
+    pub git_commit: String,
     pub seconds: u64,
     /// Times every row was measured (`--rounds`); with more than one, `rows` and `ratios`
     /// are medians over the rounds.
@@ -580,6 +583,7 @@ mod tests {
         };
         Document {
             started_at: String::new(),
+            git_commit: String::new(),
             seconds: 2,
             rounds: round_ratios.len(),
             connections: 50,
