@@ -56,6 +56,14 @@ pub(crate) struct Connection {
     buf: Vec<u8>,
 }
 
+/// A clone is a fresh connection to the same server (opened on its first call): a stream
+/// cannot be shared.
+impl Clone for Connection {
+    fn clone(&self) -> Self {
+        Self::new(self.endpoint.clone())
+    }
+}
+
 impl Connection {
     pub(crate) fn new(endpoint: Endpoint) -> Self {
         Self {

@@ -9,7 +9,6 @@
 //! from its actual start (service time: what a closed loop would report). Both go into
 //! HdrHistograms. Arrivals due within the same timer tick (1 ms) start together.
 
-mod lean_user;
 pub(crate) mod profile;
 mod table;
 
@@ -31,10 +30,9 @@ use crate::{
     attack::AttackResult,
     lean_client::Endpoint,
     progress::phase,
-    scenarios::{self, Ctx, Session},
+    scenarios::{self, Ctx, LeanUser, Session},
     tally::Latencies,
 };
-use lean_user::LeanUser;
 
 /// The dispatcher counts as unable to keep to the schedule (the generator, not the server,
 /// is the limit) when its own lag behind the schedule reaches this at the 99th percentile.
@@ -120,11 +118,8 @@ fn number_visit(session: &mut Session, n: u64, users: usize) {
 
 /// The servers' endpoints for the lean client.
 fn endpoints(ctx: &Ctx) -> anyhow::Result<Vec<Endpoint>> {
-    ctx.servers
-        .bases()
-        .iter()
-        .map(|b| Endpoint::parse(b))
-        .collect::<anyhow::Result<Vec<_>>>()
+    ctx.lean
+        .clone()
         .context("the open model's client speaks to servers at http://<ip>:<port> only")
 }
 

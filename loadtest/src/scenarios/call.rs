@@ -157,24 +157,47 @@ async fn send_through_goose(
     // Goose marks 2xx success and everything else failure; correct it where the answer
     // means something else. `set_failure` returns an error to end the transaction early,
     // which is not wanted here: the failure is recorded, the user carries on.
+    match goose_success(req, &resp) {
+        (false, Some(why)) if request.success || resp.ok() => {
+            let _ = user.set_failure(&why, &mut request, None, None);
+        }
+        (true, _) if !request.success => {
+            // Without the error text the correction is not counted as a second error.
+            request.error.clear();
+            user.set_success(&mut request)?;
+        }
+        _ => {}
+    }
+    Ok(resp)
+}
+
+/// Whether Goose should count the answer a success, and why not: expected business
+/// refusals (`stock_empty`, `user_limit`, a clash's `already_used`, a cross-user
+/// `not_owner`) succeed; 5xx, timeouts and unreadable answers fail; a 2xx to a cross-user
+/// request fails.
+pub(crate) fn goose_success(req: &Req<'_>, resp: &Resp) -> (bool, Option<String>) {
     let expected_refusal = matches!(resp.status, Some(s) if (400..500).contains(&s))
         && resp
             .code
             .as_deref()
             .is_some_and(|c| req.expected.contains(&c));
     if resp.ok() && req.op.cross_user() {
-        let _ = user.set_failure(
-            "cross-user request succeeded (authz violation)",
-            &mut request,
-            None,
-            None,
-        );
-    } else if resp.status.is_none() && request.success {
-        let _ = user.set_failure("no readable answer", &mut request, None, None);
-    } else if expected_refusal {
-        // Without the error text the correction is not counted as a second error.
-        request.error.clear();
-        user.set_success(&mut request)?;
+        (
+            false,
+            Some("cross-user request succeeded (authz violation)".into()),
+        )
+    } else if resp.ok() || expected_refusal {
+        (true, None)
+    } else if resp.status.is_none() {
+        (
+            false,
+            Some(
+                resp.error
+                    .clone()
+                    .unwrap_or_else(|| "no readable answer".into()),
+            ),
+        )
+    } else {
+        (false, Some(format!("{:?} {:?}", resp.status, resp.code)))
     }
-    Ok(resp)
 }

@@ -4,13 +4,15 @@
 mod call;
 mod checkout;
 mod flash_sale;
+mod lean;
 mod lifecycle;
 mod mixed;
 mod ops;
 mod servers;
 
-pub(crate) use call::{Req, Resp, Transport};
+pub(crate) use call::Transport;
 pub(crate) use checkout::LOCK_TTL_SECS;
+pub(crate) use lean::LeanUser;
 pub(crate) use servers::Servers;
 
 use std::{sync::Arc, time::Duration};
@@ -39,6 +41,9 @@ pub(crate) struct Ctx {
     pub acks: AckLog,
     /// The servers under test and how requests are shared among them.
     pub servers: Servers,
+    /// The servers for the lean client (None when one is not `http://<ip>:<port>`: Goose
+    /// users then send through reqwest).
+    pub lean: Option<Vec<crate::lean_client::Endpoint>>,
     /// The order service's token: when set, redeems go through it, naming the shopper.
     pub service_token: Option<Arc<str>>,
     /// Per-request timeout.
@@ -87,6 +92,11 @@ impl Ctx {
             templates,
             customers,
             acks: AckLog::default(),
+            lean: bases
+                .iter()
+                .map(|b| crate::lean_client::Endpoint::parse(b))
+                .collect::<anyhow::Result<Vec<_>>>()
+                .ok(),
             servers: Servers::new(bases, s.spread),
             service_token: None,
             timeout: s.request_timeout,
@@ -157,32 +167,49 @@ pub(crate) async fn iteration(
     }
 }
 
-/// The Goose scenario of `ctx.kind`: an on-start transaction that sets up the session, then
-/// one transaction per iteration.
+/// A Goose user's own state: its session and its lean connections (taken out for an
+/// iteration, put back after).
+#[derive(Default, Clone)]
+struct GooseSession {
+    state: Option<(Session, Option<LeanUser>)>,
+}
+
+/// The Goose scenario of `ctx.kind`: one transaction per iteration. Goose schedules the
+/// users and keeps its metrics; the requests go over each user's lean connections when the
+/// servers allow it (see `lean`), through reqwest otherwise.
 pub(crate) fn scenario(ctx: Arc<Ctx>) -> Scenario {
-    let init_ctx = ctx.clone();
-    let init: TransactionFunction = Arc::new(move |user| {
-        let ctx = init_ctx.clone();
-        Box::pin(async move {
-            user.set_session_data(Session::new(ctx.seed, user.weighted_users_index));
-            Ok(())
-        })
-    });
     let kind = ctx.kind;
     let body: TransactionFunction = Arc::new(move |user| {
         let ctx = ctx.clone();
         Box::pin(async move {
-            let mut session = user
-                .get_session_data::<Session>()
-                .cloned()
-                .unwrap_or_else(|| Session::new(ctx.seed, user.weighted_users_index));
-            let result = iteration(user, &ctx, &mut session).await;
+            let idx = user.weighted_users_index;
+            let taken = user
+                .get_session_data_mut::<GooseSession>()
+                .and_then(|g| g.state.take());
+            let (mut session, mut lean) = taken.unwrap_or_else(|| {
+                (
+                    Session::new(ctx.seed, idx),
+                    ctx.lean.as_deref().map(LeanUser::new),
+                )
+            });
+            let result = match &mut lean {
+                Some(lean) => {
+                    let mut transport = lean::GooseLean {
+                        user: &mut *user,
+                        lean,
+                    };
+                    iteration(&mut transport, &ctx, &mut session).await
+                }
+                None => iteration(&mut *user, &ctx, &mut session).await,
+            };
             session.iter += 1;
-            user.set_session_data(session);
+            let state = Some((session, lean));
+            match user.get_session_data_mut::<GooseSession>() {
+                Some(g) => g.state = state,
+                None => user.set_session_data(GooseSession { state }),
+            }
             result
         })
     });
-    Scenario::new(kind.name())
-        .register_transaction(Transaction::new(init).set_on_start().set_name("start"))
-        .register_transaction(Transaction::new(body).set_name(kind.name()))
+    Scenario::new(kind.name()).register_transaction(Transaction::new(body).set_name(kind.name()))
 }

@@ -1,18 +1,24 @@
-//! The open model's shopper: the scenarios' requests on the lean client's keep-alive
-//! connections (one per server), the same records as through Goose. Goose is not used
-//! here: it runs a closed loop of users, and cannot start a request at a scheduled time
-//! whatever the server does (its issue 87, a target request rate, has been open since 2020).
+//! The scenarios' requests on the lean client's keep-alive connections (one per server),
+//! the same records as through reqwest. Two transports use it: the open model's virtual
+//! users (`arrivals`; Goose runs a closed loop of users and cannot start a request at a
+//! scheduled time whatever the server does — its issue 87, a target request rate, has been
+//! open since 2020), and Goose's own users in the closed model, which Goose still schedules,
+//! ramps, times and reports on (each answer recorded in its metrics as a custom request),
+//! while the request itself skips reqwest: URL parsing, the connection pool's checkout and a
+//! task hand-off per call were most of what the harness cost beside the server.
 
 use goose::prelude::*;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::{
-    lean_client::{Connection, Endpoint},
-    scenarios::{Ctx, Req, Resp, Transport},
+use super::{
+    Ctx,
+    call::{Req, Resp, Transport, goose_success},
 };
+use crate::lean_client::{Connection, Endpoint};
 
 /// One virtual user's connections, by server index (opened on first use).
+#[derive(Clone)]
 pub(crate) struct LeanUser {
     connections: Vec<Connection>,
 }
@@ -26,7 +32,7 @@ impl LeanUser {
 }
 
 /// The HTTP method's name (None for Goose's non-HTTP `Custom`, which no scenario sends).
-fn method_name(method: GooseMethod) -> Option<&'static str> {
+pub(crate) fn method_name(method: GooseMethod) -> Option<&'static str> {
     Some(match method {
         GooseMethod::Delete => "DELETE",
         GooseMethod::Get => "GET",
@@ -61,5 +67,29 @@ impl Transport for LeanUser {
             Err(e) => (None, Value::Null, Some(format!("{e:#}"))),
         };
         Ok(Resp::new(ctx, started, status, body, error, server))
+    }
+}
+
+/// A Goose user whose requests go over its own lean connections.
+pub(crate) struct GooseLean<'a> {
+    pub user: &'a mut GooseUser,
+    pub lean: &'a mut LeanUser,
+}
+
+impl Transport for GooseLean<'_> {
+    async fn send(&mut self, ctx: &Ctx, req: &Req<'_>) -> Result<Resp, Box<TransactionError>> {
+        let resp = self.lean.send(ctx, req).await?;
+        let (success, error) = goose_success(req, &resp);
+        self.user
+            .record_custom_request_duration(
+                method_name(req.method).unwrap_or("CUSTOM"),
+                req.op.name(),
+                std::time::Duration::from_micros(resp.latency_us),
+                success,
+                resp.status,
+                error.as_deref(),
+            )
+            .await?;
+        Ok(resp)
     }
 }
