@@ -59,7 +59,7 @@ pub(crate) const SPECS: [Spec; 7] = [
         key: "goose/minimal_client",
         numerator: "goose_sold_out",
         denominator: "http_sold_out",
-        goal: Some(0.7),
+        goal: Some(0.8),
     },
 ];
 
