@@ -1,5 +1,5 @@
 //! Store settings that weaken what the engine promises, read at start so the server can say
-//! so loudly (README.md, "Sync mode (default) cannot oversell"): the engine still runs,
+//! so loudly (docs/api.md, "Sync mode (default) cannot oversell"): the engine still runs,
 //! since a development machine may want them.
 
 use super::CouponEngine;

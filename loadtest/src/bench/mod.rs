@@ -1,5 +1,5 @@
 //! `coupon-loadtest bench`: the engine and the harness side by side with their anchors, in
-//! one run (README.md, "Speed: the bench"). Every row runs for the same time at the same
+//! one run (docs/speed.md). Every row runs for the same time at the same
 //! concurrency; the point is the ratios between rows, which travel between machines.
 
 mod anchors;

@@ -201,7 +201,7 @@ pub(crate) fn median_rows(rounds: &[Vec<Row>]) -> Vec<Row> {
         .collect()
 }
 
-/// The claim path's speed goals (README.md, "Speed"), which one round must meet together:
+/// The claim path's speed goals (docs/speed.md), which one round must meet together:
 /// these ratios at their goals, and the sync row's p99 at most `SYNC_P99_MAX_MS`.
 pub(crate) const CLAIM_RATIO_GOALS: [&str; 3] = [
     "http_sync/pgbench_insert",

@@ -242,6 +242,48 @@ fn chart(c: &Capacity) -> String {
             st.slo_value_ms
         );
     }
+    // The error budget on a scale of its own (right axis): a step may fail on it alone.
+    let share_max = steps
+        .iter()
+        .map(|st| st.error_share)
+        .fold(c.slo.error_budget * 2.0, f64::max)
+        .max(0.001);
+    let ps = |v: f64| T + (1.0 - v.min(share_max) / share_max) * (H - T - B);
+    let budget_y = ps(c.slo.error_budget);
+    let _ = write!(
+        s,
+        "<line x1=\"{L}\" x2=\"{}\" y1=\"{budget_y}\" y2=\"{budget_y}\" stroke=\"#7c3aed\" \
+         stroke-dasharray=\"2 3\"/><text x=\"{}\" y=\"{}\" fill=\"#7c3aed\" \
+         text-anchor=\"end\">error budget {:.1}% (right axis: dropped or failed)</text>\
+         <text x=\"{}\" y=\"{}\" fill=\"#7c3aed\" text-anchor=\"end\">{:.1}%</text>",
+        W - R,
+        W - R,
+        budget_y + 14.0,
+        c.slo.error_budget * 100.0,
+        W - 2.0,
+        T + 4.0,
+        share_max * 100.0
+    );
+    let shares: Vec<String> = steps
+        .iter()
+        .map(|st| format!("{:.1},{:.1}", px(st.rate), ps(st.error_share)))
+        .collect();
+    let _ = write!(
+        s,
+        "<polyline fill=\"none\" stroke=\"#7c3aed\" stroke-dasharray=\"4 2\" points=\"{}\"/>",
+        shares.join(" ")
+    );
+    for st in &steps {
+        let _ = write!(
+            s,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"6\" height=\"6\" fill=\"#7c3aed\"><title>\
+             {:.0}/s: {:.2}% dropped or failed</title></rect>",
+            px(st.rate) - 3.0,
+            ps(st.error_share) - 3.0,
+            st.rate,
+            st.error_share * 100.0
+        );
+    }
     if let Some(cl) = &c.closed {
         let (x, y) = (px(cl.per_sec), py(cl.visit_ms.p99));
         let _ = write!(

@@ -2,7 +2,7 @@
 //! of a template's slot SIGKILLed so its replica takes over, or a replica whose replication
 //! was cut promoted with `CLUSTER FAILOVER TAKEOVER`. In sync mode the correct engine holds
 //! I1–I7 and I9 through both (a failover loses Redis state, so I8 is reported, not required:
-//! see the README's "one deliberate limit"), and the failover kills mutant D8, which trusts
+//! see docs/verification.md, "one deliberate limit"), and the failover kills mutant D8, which trusts
 //! what the promoted replica admits, by what it issues (I1 or I3) in a rush of claims on one
 //! template across the promotion.
 
