@@ -310,3 +310,60 @@ async fn the_bench_measures_its_pgbench_anchors_under_a_relative_report_dir() {
         );
     }
 }
+
+/// The open model against a server of its own: arrivals far beyond what one virtual user can
+/// carry are dropped and counted, never skipped silently; the ones that ran are recorded and
+/// audited like a closed run's; the response time, taken from the intended start, is never
+/// below the service time.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_arrival_spike_counts_what_it_drops_and_audits_what_it_sent() {
+    let env = TestEnv::new().await.unwrap();
+    let server = serve("coupon-server", &[], &env).await;
+    let reports = tempfile::tempdir().unwrap();
+    let dir = reports.path().display().to_string();
+    let args = [
+        "flash-sale",
+        "--target",
+        &server.url,
+        "--arrival-profile",
+        "200ms:20000,1s:20000",
+        "--max-in-flight",
+        "1",
+        "--stock",
+        "40",
+        "--customers",
+        "300",
+        "--seed",
+        "7",
+        "--report-dir",
+        &dir,
+        "--goose-quiet",
+    ];
+    assert_eq!(loadtest(&args).await, 0);
+    let r = report(reports.path());
+    let open = &r["open_model"];
+    let (scheduled, started, dropped) = (
+        open["scheduled"].as_u64().unwrap(),
+        open["started"].as_u64().unwrap(),
+        open["dropped"].as_u64().unwrap(),
+    );
+    // 2,000 in the ramp, 20,000 in the hold, and the one at time zero.
+    assert!((22_000..=22_002).contains(&scheduled), "{open}");
+    assert_eq!(started + dropped, scheduled, "{open}");
+    assert!(
+        dropped > 0 && started > 100,
+        "one virtual user cannot carry 20,000/s: {open}"
+    );
+    assert!(open["peak_in_flight"].as_u64().unwrap() <= 1, "{open}");
+    assert!(
+        open["response_ms"]["p99"].as_f64().unwrap() >= open["service_ms"]["p99"].as_f64().unwrap(),
+        "{open}"
+    );
+    assert_eq!(r["throughput"]["claims_granted"], 40, "the stock sold out");
+    let invariants = r["invariants"].as_array().unwrap();
+    assert!(!invariants.is_empty());
+    assert!(
+        invariants.iter().all(|i| i["passed"] == true),
+        "{invariants:?}"
+    );
+}
