@@ -123,25 +123,22 @@ pub(crate) async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::Cli;
-    use clap::Parser;
 
     #[test]
     fn arguments_parse_in_goose() -> anyhow::Result<()> {
-        let s = Cli::try_parse_from([
+        let s = crate::cli::parse_run([
             "x",
             "flash-sale",
             "--threshold",
             "p99<2s",
             "--threshold",
             "error-rate<1%",
-        ])?
-        .settings()?;
+        ])?;
         let args = goose_args(&s, "http://127.0.0.1:1", Path::new("/tmp/x"));
         let config = GooseConfiguration::parse_args_default(&args).map_err(|e| anyhow!("{e}"))?;
         assert_eq!(config.users, Some(200));
         assert_eq!(config.threshold.len(), 2);
-        let s = Cli::try_parse_from(["x", "lifecycle", "--iterations", "2"])?.settings()?;
+        let s = crate::cli::parse_run(["x", "lifecycle", "--iterations", "2"])?;
         let args = goose_args(&s, "http://127.0.0.1:1", Path::new("/tmp/x"));
         GooseConfiguration::parse_args_default(&args).map_err(|e| anyhow!("{e}"))?;
         Ok(())

@@ -3,7 +3,7 @@
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
-use clap::{Parser, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use coupon_engine::{Persistence, Variant};
 
 /// Text appended to `--help`: the exit codes and a few commands.
@@ -32,9 +32,10 @@ Examples:
   coupon-loadtest trend reports/   # throughput, latency, knees and ratios across runs";
 
 /// The load-test scenarios.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub(crate) enum ScenarioKind {
     /// Many shoppers race for one hot template whose stock is far below demand.
+    #[default]
     FlashSale,
     /// Claim → redeem → refund with duplicates, clashing orders and cross-user attempts.
     #[value(alias = "claim-redeem-refund")]
@@ -71,14 +72,78 @@ pub(crate) enum Spread {
     Request,
 }
 
-/// Goose load test of the coupon engine: runs a scenario against an in-process server on
+/// Load tests of the coupon engine: runs a scenario against an in-process server on
 /// provisioned backends (or an external --target), records every answer the simulated users
-/// saw, audits invariants I1-I7 afterwards and writes reports/<UTC time>-<scenario>/.
+/// saw, audits invariants I1-I7 afterwards and writes reports/<UTC time>-<scenario>/; and
+/// the commands around it (bench, audit, capacity, trend).
 #[derive(Debug, Parser)]
 #[command(name = "coupon-loadtest", version, about, after_help = AFTER_HELP)]
+pub(crate) struct Top {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What to run: a scenario, or one of the commands around them.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Many shoppers race for one hot template whose stock is far below demand.
+    #[command(after_help = AFTER_HELP)]
+    FlashSale(Cli),
+    /// Claim → redeem → refund with duplicates, clashing orders and cross-user attempts.
+    #[command(alias = "claim-redeem-refund", after_help = AFTER_HELP)]
+    Lifecycle(Cli),
+    /// Several templates (both refund policies, three discount kinds) and browsing.
+    #[command(after_help = AFTER_HELP)]
+    Mixed(Cli),
+    /// The order's side: orders placed with a coupon (lock), paid (redeem), cancelled
+    /// (release) or abandoned (the lock lapses), one coupon raced onto several orders.
+    #[command(after_help = AFTER_HELP)]
+    Checkout(Cli),
+    /// Measure the engine and the harness against their anchors (redis-benchmark,
+    /// pgbench), as ratios.
+    Bench(crate::bench::BenchCli),
+    /// Audit the merged records of several runs (generators on several machines) once.
+    Audit(crate::merge::AuditCli),
+    /// Find the highest arrival rate that meets a latency objective with every invariant
+    /// held.
+    Capacity(crate::capacity::CapacityCli),
+    /// Draw throughput, latency, knees and bench ratios across many runs' reports.
+    Trend(crate::trend::TrendCli),
+}
+
+impl Command {
+    /// The scenario run and its options, for the scenario commands.
+    pub(crate) fn scenario(self) -> Result<Cli, Self> {
+        let (kind, mut cli) = match self {
+            Self::FlashSale(cli) => (ScenarioKind::FlashSale, cli),
+            Self::Lifecycle(cli) => (ScenarioKind::Lifecycle, cli),
+            Self::Mixed(cli) => (ScenarioKind::Mixed, cli),
+            Self::Checkout(cli) => (ScenarioKind::Checkout, cli),
+            other => return Err(other),
+        };
+        cli.scenario = kind;
+        Ok(cli)
+    }
+}
+
+/// The settings of a scenario's command line (`["coupon-loadtest", "flash-sale", …]`).
+pub(crate) fn parse_run<I, T>(args: I) -> anyhow::Result<Settings>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let top = Top::try_parse_from(args)?;
+    match top.command.scenario() {
+        Ok(cli) => cli.settings(),
+        Err(other) => bail!("not a scenario: {other:?}"),
+    }
+}
+
+/// A scenario's options.
+#[derive(Debug, Args)]
 pub(crate) struct Cli {
-    /// Scenario to run.
-    #[arg(value_enum)]
+    /// The scenario (from the command's name).
+    #[arg(skip)]
     pub scenario: ScenarioKind,
     /// Concurrent Goose users [default: flash-sale 200, lifecycle and checkout 50, mixed 100].
     #[arg(long, short = 'u', value_name = "N")]
@@ -608,7 +673,7 @@ mod tests {
     fn parse(args: &[&str]) -> anyhow::Result<Settings> {
         let mut all = vec!["coupon-loadtest"];
         all.extend_from_slice(args);
-        Cli::try_parse_from(all)?.settings()
+        parse_run(all)
     }
 
     #[test]

@@ -57,20 +57,25 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // `bench` is a command of its own beside the scenarios (which stay the first argument).
-    match std::env::args().nth(1).as_deref() {
-        Some("bench") => return command_main("bench", bench::run).await,
-        Some("audit") => return command_main("audit", merge::run).await,
-        Some("capacity") => return command_main("capacity", capacity::run).await,
-        Some("trend") => return command_main("trend", trend::run).await,
-        _ => {}
-    }
-    let cli = match cli::Cli::try_parse() {
-        Ok(cli) => cli,
+    let top = match cli::Top::try_parse() {
+        Ok(top) => top,
         Err(e) => return usage_exit(&e),
     };
     init_tracing();
-    let settings = match cli.settings() {
+    let scenario = match top.command.scenario() {
+        Ok(scenario) => scenario,
+        Err(command) => {
+            return match command {
+                cli::Command::Bench(c) => command_exit("bench", bench::run(c).await),
+                cli::Command::Audit(c) => command_exit("audit", merge::run(c).await),
+                cli::Command::Capacity(c) => command_exit("capacity", capacity::run(c).await),
+                cli::Command::Trend(c) => command_exit("trend", trend::run(c).await),
+                // The scenarios were taken above.
+                _ => ExitCode::from(verdict::EXIT_SETUP),
+            };
+        }
+    };
+    let settings = match scenario.settings() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("coupon-loadtest: {e:#}");
@@ -86,27 +91,9 @@ async fn main() -> ExitCode {
     }
 }
 
-/// The command line without its first argument (the command's name).
-fn command_args() -> impl Iterator<Item = String> {
-    std::env::args()
-        .enumerate()
-        .filter(|(i, _)| *i != 1)
-        .map(|(_, a)| a)
-}
-
-/// Runs the command `name` (its arguments parsed as `C`) and maps its result to the exit
-/// code: its own on success, a setup error otherwise.
-async fn command_main<C, F>(name: &str, run: impl FnOnce(C) -> F) -> ExitCode
-where
-    C: Parser,
-    F: Future<Output = anyhow::Result<u8>>,
-{
-    let cli = match C::try_parse_from(command_args()) {
-        Ok(cli) => cli,
-        Err(e) => return usage_exit(&e),
-    };
-    init_tracing();
-    match run(cli).await {
+/// A command's result as the exit code: its own on success, a setup error otherwise.
+fn command_exit(name: &str, result: anyhow::Result<u8>) -> ExitCode {
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("coupon-loadtest {name}: setup error: {e:#}");

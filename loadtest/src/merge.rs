@@ -27,7 +27,6 @@ use crate::{
 
 /// Audits the merged records of several runs against one deployment.
 #[derive(Debug, Parser)]
-#[command(name = "coupon-loadtest audit", version)]
 pub(crate) struct AuditCli {
     /// Run directories (each with record.json and acks.jsonl), e.g. one per generator.
     #[arg(value_name = "RUN_DIR", required = true)]

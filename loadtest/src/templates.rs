@@ -189,13 +189,11 @@ impl TemplateInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::Cli;
-    use clap::Parser;
 
     #[test]
     fn every_plan_validates() -> anyhow::Result<()> {
         for scenario in ["flash-sale", "lifecycle", "mixed", "checkout"] {
-            let s = Cli::try_parse_from(["x", scenario])?.settings()?;
+            let s = crate::cli::parse_run(["x", scenario])?;
             for (_, spec) in plan(&s, "abc") {
                 spec.validate()
                     .map_err(|e| anyhow::anyhow!("{scenario}: {e}"))?;

@@ -10,7 +10,7 @@ use clap::Parser;
 /// over HTTP (sold-out, sync granted, async granted), and the ratios between them. Writes
 /// reports/<UTC time>-bench/ (report.md, report.json, index.html).
 #[derive(Debug, Parser)]
-#[command(name = "coupon-loadtest bench", version, after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP)]
 pub(crate) struct BenchCli {
     /// Seconds each row is measured for.
     #[arg(long, value_name = "SECS", default_value_t = 5)]

@@ -6,7 +6,6 @@
 use std::{path::Path, sync::Arc};
 
 use anyhow::Context;
-use clap::Parser;
 use coupon_engine::{NewTemplate, RefundPolicy, http::auth::user_token};
 use uuid::Uuid;
 
@@ -14,7 +13,6 @@ use super::{measure::Row, target::SECRET};
 use crate::{
     acks::{AckLog, Op},
     attack,
-    cli::Cli,
     record::ACKS_FILE,
     scenarios::Ctx,
     setup::Customer,
@@ -42,7 +40,7 @@ pub(crate) async fn flash_sale_sold_out(
         seconds.to_string(),
         "--goose-quiet".to_owned(),
     ];
-    let settings = Cli::try_parse_from(args)?.settings()?;
+    let settings = crate::cli::parse_run(args)?;
     let spec = NewTemplate::simple("bench sold out", 1, 1, RefundPolicy::ReturnToStock);
     let templates = vec![TemplateInfo::new(template, Role::Hot, &spec)];
     let customers: Vec<Customer> = (0..settings.customers)

@@ -29,8 +29,6 @@ use slo::Slo;
 /// Find the highest arrival rate at which a latency objective holds and nothing is oversold.
 #[derive(Debug, Parser)]
 #[command(
-    name = "coupon-loadtest capacity",
-    version,
     after_help = "Exit codes: 0 a knee was found (at or above --require-rate), 1 a step broke \
 an invariant, 2 the knee is below --require-rate (or no step met the objective), 3 setup \
 error or bad option.\n\nExample:\n  coupon-loadtest capacity --slo 'p99<50ms' --require-rate 5000"
@@ -188,9 +186,10 @@ impl CapacityCli {
         first: bool,
     ) -> anyhow::Result<cli::Settings> {
         let args = self.step_args(rate, steps_dir, first);
-        cli::Cli::try_parse_from(&args)
-            .map_err(|e| anyhow::anyhow!("{}", e.render()))?
-            .settings()
+        cli::parse_run(&args).map_err(|e| match e.downcast::<clap::Error>() {
+            Ok(clap) => anyhow::anyhow!("{}", clap.render()),
+            Err(e) => e,
+        })
     }
 
     /// Every option checked before anything runs or is written.

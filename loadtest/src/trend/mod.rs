@@ -18,7 +18,6 @@ use crate::{progress::phase, runner};
 
 /// Draw throughput, latency, knees and bench ratios across many runs' reports.
 #[derive(Debug, Parser)]
-#[command(name = "coupon-loadtest trend", version)]
 pub(crate) struct TrendCli {
     /// Run directories, directories holding them (searched three levels deep), or
     /// `report.json` / `capacity.json` files.
