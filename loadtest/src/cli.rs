@@ -113,13 +113,13 @@ pub(crate) enum Command {
 
 impl Command {
     /// The scenario run and its options, for the scenario commands.
-    pub(crate) fn scenario(self) -> Result<Cli, Self> {
+    pub(crate) fn scenario(self) -> Result<Cli, Box<Self>> {
         let (kind, mut cli) = match self {
             Self::FlashSale(cli) => (ScenarioKind::FlashSale, cli),
             Self::Lifecycle(cli) => (ScenarioKind::Lifecycle, cli),
             Self::Mixed(cli) => (ScenarioKind::Mixed, cli),
             Self::Checkout(cli) => (ScenarioKind::Checkout, cli),
-            other => return Err(other),
+            other => return Err(Box::new(other)),
         };
         cli.scenario = kind;
         Ok(cli)

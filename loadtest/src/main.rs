@@ -65,7 +65,7 @@ async fn main() -> ExitCode {
     let scenario = match top.command.scenario() {
         Ok(scenario) => scenario,
         Err(command) => {
-            return match command {
+            return match *command {
                 cli::Command::Bench(c) => command_exit("bench", bench::run(c).await),
                 cli::Command::Audit(c) => command_exit("audit", merge::run(c).await),
                 cli::Command::Capacity(c) => command_exit("capacity", capacity::run(c).await),
