@@ -109,7 +109,7 @@ fn linearizability(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
         // unacknowledged reservations for speed. Such cases are held to I1–I7 and I9; the
         // verdict stays in the report.
         Verdict::NotLinearizable { .. } if loses_redis_state(ev.scenario) => Vec::new(),
-        Verdict::NotLinearizable { explanation } => {
+        Verdict::NotLinearizable { explanation, .. } => {
             vec![Finding::new(Invariant::I8, explanation.clone())]
         }
         Verdict::Undecided { reason, .. } => vec![Finding::new(

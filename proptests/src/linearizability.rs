@@ -13,6 +13,7 @@
 //! each distinct state is stepped and copied once however many paths reach it.
 
 mod budget;
+mod counterexample;
 pub mod coupon;
 mod explain;
 mod fxhash;
@@ -25,6 +26,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use budget::{Budget, DEFAULT_MAX_MEMORY, Limit};
+pub use counterexample::{Counterexample, OpView};
 pub use coupon::{Coupons, Template, check, check_partitioned};
 pub use model::{Completion, Model, OpOf, TimedOp, Whole};
 
@@ -41,6 +43,9 @@ pub enum Verdict {
     NotLinearizable {
         /// The longest linearizable prefix found and the operation that could not follow it.
         explanation: String,
+        /// The same as data, for a page to draw.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        counterexample: Option<Box<Counterexample>>,
     },
     /// The budget ran out (or the history was malformed): nothing is proven either way.
     Undecided {
@@ -112,6 +117,7 @@ fn check_parts<M: Model>(model: &M, parts: Vec<Part<'_, M>>, budget: Budget) -> 
         ops.sort_by_key(|op| op.call);
         if let Some(why) = model.refute(&ops) {
             return Verdict::NotLinearizable {
+                counterexample: Some(Box::new(counterexample::refuted::<M>(&label, &ops))),
                 explanation: match label.as_str() {
                     "" => why,
                     _ => format!("{label}: {why}"),
@@ -141,6 +147,7 @@ fn check_parts<M: Model>(model: &M, parts: Vec<Part<'_, M>>, budget: Budget) -> 
                 Ok(Progress::NotLinearizable) => {
                     return Verdict::NotLinearizable {
                         explanation: named(search.explain()),
+                        counterexample: Some(Box::new(search.counterexample(label))),
                     };
                 }
                 Err(Exhausted { limit, reason }) => {

@@ -110,3 +110,53 @@ fn a_missing_file_is_named() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no/such/history.log"), "{stderr}");
 }
+
+#[test]
+fn html_writes_an_offline_counterexample_page_per_violation() {
+    let dir = std::env::temp_dir().join(format!("check-history-html-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A get that misses an append completed before it (Porcupine's key-value format): the
+    // search finds it.
+    let bad = write(
+        &dir,
+        "lost-append.txt",
+        "{:process 0, :type :invoke, :f :append, :key \"k\", :value \"a\"}\n\
+         {:process 0, :type :ok, :f :append, :key \"k\", :value \"a\"}\n\
+         {:process 0, :type :invoke, :f :append, :key \"k\", :value \"b\"}\n\
+         {:process 0, :type :ok, :f :append, :key \"k\", :value \"b\"}\n\
+         {:process 1, :type :invoke, :f :get, :key \"k\", :value nil}\n\
+         {:process 1, :type :ok, :f :get, :key \"k\", :value \"a\"}\n",
+    );
+    let good = write(
+        &dir,
+        "good.txt",
+        "{:process 0, :type :invoke, :f :append, :key \"k\", :value \"a\"}\n\
+         {:process 0, :type :ok, :f :append, :key \"k\", :value \"a\"}\n",
+    );
+    let pages = dir.join("pages");
+    let out = Command::new(env!("CARGO_BIN_EXE_check-history"))
+        .args(["--model", "kv", "--html"])
+        .arg(&pages)
+        .args([&bad, &good])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let page = std::fs::read_to_string(pages.join("lost-append.txt.html")).unwrap();
+    let listed: Vec<_> = std::fs::read_dir(&pages).unwrap().collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(listed.len(), 1, "a page for the violation only");
+    assert!(page.contains("<svg"), "a timeline");
+    assert!(page.contains("1. append"), "the prefix, numbered: {page}");
+    assert!(
+        page.contains("<title>p1 get &quot;k&quot; → &quot;a&quot; [5..6]: stuck"),
+        "the get marked as the operation that must come next: {page}"
+    );
+    assert!(
+        page.contains("get &quot;k&quot; → &quot;a&quot;"),
+        "the operation that fits nowhere: {page}"
+    );
+    assert!(
+        !page.contains("<script") && !page.contains("src="),
+        "offline"
+    );
+}

@@ -20,6 +20,8 @@ use coupon_proptests::{
     linearizability::{Budget, DEFAULT_MAX_MEMORY, Verdict},
 };
 
+#[path = "check-history/page.rs"]
+mod page;
 #[path = "check-history/run.rs"]
 mod run;
 
@@ -46,6 +48,11 @@ struct Args {
     #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MAX_MEMORY >> 20,
           value_parser = clap::value_parser!(u64).range(16..))]
     max_memory: u64,
+    /// Also write an offline page per history that is not linearizable into this directory
+    /// (`FILE.html`): the operations near the violation on a timeline per process, the
+    /// longest linearizable prefix, the operation that fits nowhere.
+    #[arg(long, value_name = "DIR")]
+    html: Option<PathBuf>,
     /// The history files.
     #[arg(required = true)]
     files: Vec<PathBuf>,
@@ -75,6 +82,18 @@ fn main() -> anyhow::Result<ExitCode> {
     for file in &args.files {
         let code = match run::check_file(args.model, file, options) {
             Ok(report) => {
+                if let (
+                    Some(dir),
+                    Verdict::NotLinearizable {
+                        explanation,
+                        counterexample: Some(c),
+                    },
+                ) = (&args.html, &report.verdict)
+                {
+                    let page = page::write(dir, file, explanation, c)
+                        .context("writing the counterexample page")?;
+                    eprintln!("{}: counterexample page {}", file.display(), page.display());
+                }
                 if args.json {
                     println!("{}", report.json().context("encoding the result")?);
                 } else {

@@ -24,7 +24,7 @@ fn assert_linearizable(model: ModelName, text: &str) {
 /// Asserts a violation and returns its explanation.
 fn assert_violation(model: ModelName, text: &str) -> String {
     match verdict(model, text) {
-        Verdict::NotLinearizable { explanation } => explanation,
+        Verdict::NotLinearizable { explanation, .. } => explanation,
         other => panic!("expected a violation, got {other:?}"),
     }
 }
@@ -220,7 +220,7 @@ fn a_long_history_needs_no_deep_native_stack() {
         .join()
         .unwrap();
     assert_eq!(good, Verdict::Linearizable);
-    let Verdict::NotLinearizable { explanation } = bad else {
+    let Verdict::NotLinearizable { explanation, .. } = bad else {
         panic!("expected a violation, got {bad:?}");
     };
     assert!(
@@ -263,8 +263,9 @@ fn a_planted_violation_is_found_before_any_search() {
     ] {
         for seed in 0..5 {
             let text = generated(2_000, 20, Some(planted), seed);
-            let Verdict::NotLinearizable { explanation: why } =
-                verdict(ModelName::CasRegister, &text)
+            let Verdict::NotLinearizable {
+                explanation: why, ..
+            } = verdict(ModelName::CasRegister, &text)
             else {
                 panic!("{planted:?} seed {seed}: no violation found");
             };

@@ -63,7 +63,7 @@ fn assert_accepts(ops: &[Operation], state: &State) {
 /// Asserts a violation and returns its explanation.
 fn assert_rejects(ops: &[Operation], state: &State) -> String {
     match verdict(ops, state) {
-        Verdict::NotLinearizable { explanation } => {
+        Verdict::NotLinearizable { explanation, .. } => {
             println!("{explanation}");
             explanation
         }
@@ -282,7 +282,7 @@ fn partitioned_check_names_the_violating_template() {
     ];
     let verdict = check_partitioned(&history, &specs, Budget::default());
     match verdict {
-        Verdict::NotLinearizable { explanation } => {
+        Verdict::NotLinearizable { explanation, .. } => {
             assert!(explanation.starts_with("template 1:"), "{explanation}");
             assert!(!explanation.contains("template 0"), "{explanation}");
         }

@@ -59,7 +59,9 @@ impl Report {
         }
         let (explanation, reason, limit) = match &self.verdict {
             Verdict::Linearizable => (None, None, None),
-            Verdict::NotLinearizable { explanation } => (Some(explanation.as_str()), None, None),
+            Verdict::NotLinearizable { explanation, .. } => {
+                (Some(explanation.as_str()), None, None)
+            }
             Verdict::Undecided { reason, limit } => (None, Some(reason.as_str()), *limit),
         };
         serde_json::to_string(&Line {
@@ -84,7 +86,7 @@ impl Report {
         );
         let detail = match &self.verdict {
             Verdict::Linearizable => return out,
-            Verdict::NotLinearizable { explanation } => explanation,
+            Verdict::NotLinearizable { explanation, .. } => explanation,
             Verdict::Undecided { reason, .. } => reason,
         };
         for line in detail.lines() {
