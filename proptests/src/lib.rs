@@ -13,11 +13,15 @@
 //!   the checker to verdicts nobody here wrote.
 //! - [`ack`]: the I6/I7 checker, comparing acknowledgements with the final state.
 //! - [`one_order`]: the I11 checker, one live order per coupon, from the history.
+//! - [`counterexample_page`]: a violation drawn as an offline page (`check-history --html`,
+//!   a failing property case).
 //! - [`scenario`], [`run`], [`nemesis`], [`property`]: generated scenarios run for real
 //!   against Redis and Postgres, with faults, checked and shrunk.
 
 pub mod ack;
+pub mod case_page;
 pub mod checkers;
+pub mod counterexample_page;
 pub mod engine_process;
 pub mod histories;
 pub mod history;

@@ -298,5 +298,13 @@ fn write_history(name: &str, reason: &str, report: &CaseReport) -> Option<PathBu
     })
     .ok()?;
     std::fs::write(&path, json).ok()?;
+    // Beside it, the case drawn: its operations, what the findings name, the faults.
+    let (counterexample, explanation) = crate::case_page::counterexample(report);
+    let page = crate::case_page::page(name, report, &counterexample, &explanation);
+    let html = dir.join(format!("{name}.html"));
+    match crate::counterexample_page::write(&html, &page) {
+        Ok(()) => eprintln!("[{name}] counterexample page: {}", html.display()),
+        Err(e) => eprintln!("[{name}] could not write {}: {e}", html.display()),
+    }
     Some(path)
 }

@@ -16,12 +16,11 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 use anyhow::Context;
 use clap::Parser;
 use coupon_proptests::{
+    counterexample_page::{self, Page},
     histories::{ModelName, Options},
     linearizability::{Budget, DEFAULT_MAX_MEMORY, Verdict},
 };
 
-#[path = "check-history/page.rs"]
-mod page;
 #[path = "check-history/run.rs"]
 mod run;
 
@@ -90,9 +89,19 @@ fn main() -> anyhow::Result<ExitCode> {
                     },
                 ) = (&args.html, &report.verdict)
                 {
-                    let page = page::write(dir, file, explanation, c)
-                        .context("writing the counterexample page")?;
-                    eprintln!("{}: counterexample page {}", file.display(), page.display());
+                    let name = file
+                        .file_name()
+                        .map_or_else(|| "history".into(), |n| n.to_string_lossy().into_owned());
+                    let path = dir.join(format!("{name}.html"));
+                    let page = Page {
+                        title: format!("not linearizable: {}", file.display()),
+                        counterexample: c,
+                        sections: Vec::new(),
+                        explanation,
+                    };
+                    counterexample_page::write(&path, &page)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    eprintln!("{}: counterexample page {}", file.display(), path.display());
                 }
                 if args.json {
                     println!("{}", report.json().context("encoding the result")?);

@@ -30,6 +30,11 @@ fn every_mutant_is_killed_and_the_correct_engine_survives() {
             ));
         } else if v != Variant::Correct && !row.killed {
             failures.push(format!("{} survived {CASE_BOUND} cases", row.variant));
+        } else if v != Variant::Correct && !has_counterexample_page(row.history.as_deref()) {
+            failures.push(format!(
+                "{}: no counterexample page beside {:?}",
+                row.variant, row.history
+            ));
         } else if v == Variant::D8 && !caught_by_what_it_issued(&row.invariants) {
             failures.push(format!(
                 "D8 was caught by {:?}, not by what it issued (I1, I3)",
@@ -38,4 +43,19 @@ fn every_mutant_is_killed_and_the_correct_engine_survives() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// A killed mutant's minimal case is also drawn: `<history>.html`, an offline page with
+/// the case's timeline and the invariants it broke.
+fn has_counterexample_page(history: Option<&std::path::Path>) -> bool {
+    let Some(page) = history.map(|h| h.with_extension("html")) else {
+        return false;
+    };
+    // The table names it from the workspace's root.
+    let page = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../..")
+        .join(page);
+    std::fs::read_to_string(page).is_ok_and(|html| {
+        html.contains("<svg") && html.contains("Invariants violated") && !html.contains("<script")
+    })
 }

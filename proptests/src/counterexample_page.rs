@@ -1,13 +1,26 @@
-//! `check-history --html DIR`: a page per history that is not linearizable, offline (inline
-//! CSS and SVG, no scripts), in the spirit of Porcupine's visualizer: the operations near the
-//! violation on a timeline, one row per process, the longest linearizable prefix numbered in
-//! its order (green), the operation that had to come next and fits nowhere (red), the
-//! candidates the model contradicted there (orange), the others grey, and the explanation.
+//! A counterexample as an offline page (inline CSS and SVG, no scripts), in the spirit of
+//! Porcupine's visualizer: the operations on a timeline, one row per process, the longest
+//! linearizable prefix numbered in its order (green), the operation that had to come next
+//! and fits nowhere (red), the operations the violation names (orange), the others grey,
+//! then the findings, the faults and the explanation. `check-history --html` writes one per
+//! history that is not linearizable; a failing property case writes one beside its
+//! minimal history.
 
 use std::{fmt::Write as _, path::Path};
 
-use anyhow::Context;
-use coupon_proptests::linearizability::Counterexample;
+use crate::linearizability::Counterexample;
+
+/// What a page shows besides the timeline.
+pub struct Page<'a> {
+    /// The headline.
+    pub title: String,
+    /// The operations and what the search (or the checkers) made of them.
+    pub counterexample: &'a Counterexample,
+    /// Titled lists (the findings, the faults injected).
+    pub sections: Vec<(String, Vec<String>)>,
+    /// The explanation in words.
+    pub explanation: &'a str,
+}
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -58,10 +71,7 @@ fn timeline(c: &Counterexample) -> String {
         let (fill, label) = if c.stuck == Some(i) {
             ("#dc2626", "stuck: must come next, fits nowhere".to_owned())
         } else if c.misfits.contains(&i) {
-            (
-                "#f59e0b",
-                "the model contradicts its answer here".to_owned(),
-            )
+            ("#f59e0b", "named by the violation".to_owned())
         } else if let Some(n) = order {
             (
                 "#16a34a",
@@ -100,24 +110,35 @@ fn timeline(c: &Counterexample) -> String {
     s
 }
 
-/// The page of `file`'s violation.
-pub fn html(file: &str, explanation: &str, c: &Counterexample) -> String {
+/// The page.
+pub fn html(page: &Page<'_>) -> String {
+    let c = page.counterexample;
     let part = if c.partition.is_empty() {
         String::new()
     } else {
         format!(" (partition {})", esc(&c.partition))
     };
+    let mut sections = String::new();
+    for (title, items) in &page.sections {
+        let _ = write!(sections, "<h2>{}</h2><ul>", esc(title));
+        if items.is_empty() {
+            sections.push_str("<li>none</li>");
+        }
+        for item in items {
+            let _ = write!(sections, "<li><code>{}</code></li>", esc(item));
+        }
+        sections.push_str("</ul>");
+    }
     format!(
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>not linearizable: \
-         {f}</title><style>body{{font-family:system-ui,sans-serif;margin:20px;color:#1f2937}}\
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title>\
+         <style>body{{font-family:system-ui,sans-serif;margin:20px;color:#1f2937}}\
          .key span{{display:inline-block;padding:2px 8px;margin-right:8px;border-radius:3px;\
          color:#fff}}pre{{background:#f9fafb;padding:12px;overflow-x:auto}}</style></head><body>\
-         <h1>not linearizable: {f}{part}</h1><p class=\"key\"><span style=\"background:#16a34a\">\
+         <h1>{t}{part}</h1><p class=\"key\"><span style=\"background:#16a34a\">\
          linearizable prefix, in order</span><span style=\"background:#dc2626\">must come next, \
-         fits nowhere</span><span style=\"background:#f59e0b\">answer contradicted</span><span \
-         style=\"background:#9ca3af\">not placed</span> dashed: unknown outcome</p>{}<p>{} \
-         operations shown{}; the model's state after the prefix: <code>{}</code></p><h2>Why</h2>\
-         <pre>{}</pre></body></html>\n",
+         fits nowhere</span><span style=\"background:#f59e0b\">named by the violation</span>\
+         <span style=\"background:#9ca3af\">other operations</span> dashed: unknown outcome</p>\
+         {}<p>{} operations shown{}{}</p>{sections}<h2>Why</h2><pre>{}</pre></body></html>\n",
         timeline(c),
         c.ops.len(),
         if c.prefix_hidden > 0 {
@@ -128,25 +149,23 @@ pub fn html(file: &str, explanation: &str, c: &Counterexample) -> String {
         } else {
             String::new()
         },
-        esc(&c.state),
-        esc(explanation),
-        f = esc(file),
+        if c.state.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the model's state after the prefix: <code>{}</code>",
+                esc(&c.state)
+            )
+        },
+        esc(page.explanation),
+        t = esc(&page.title),
     )
 }
 
-/// Writes the page of `file` into `dir`; its path.
-pub fn write(
-    dir: &Path,
-    file: &Path,
-    explanation: &str,
-    c: &Counterexample,
-) -> anyhow::Result<std::path::PathBuf> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let name = file
-        .file_name()
-        .map_or_else(|| "history".into(), |n| n.to_string_lossy().into_owned());
-    let path = dir.join(format!("{name}.html"));
-    std::fs::write(&path, html(&file.display().to_string(), explanation, c))
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
+/// Writes `page` to `path`, creating its directory.
+pub fn write(path: &Path, page: &Page<'_>) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, html(page))
 }
