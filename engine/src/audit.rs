@@ -1,6 +1,6 @@
-//! The auditor: checks invariants I1–I5 (docs/ARCHITECTURE.md, "Invariants") of one template
-//! against the live Redis and Postgres state and returns a typed report. A product feature,
-//! also used by the tests, the property tests and the load runner.
+//! The auditor: checks invariants I1–I5 and I12–I14 (docs/ARCHITECTURE.md, "Invariants") of
+//! one template against the live Redis and Postgres state and returns a typed report. A
+//! product feature, also used by the tests, the property tests and the load runner.
 //!
 //! In-flight work is accounted for rather than reported: pending intents not yet in Postgres
 //! and outbox rows not yet applied are part of the conservation equation, so an audit taken
@@ -70,7 +70,7 @@ const LIST_LIMIT: i64 = 20;
 const LOCK_SWEEP_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl CouponEngine {
-    /// Audits one template against I1–I5.
+    /// Audits one template against I1–I5, I12, I13 and I14.
     pub async fn audit(&self, template_id: TemplateId) -> EngineResult<AuditReport> {
         let template = self.template(template_id).await?;
         let pg = self.pool();
@@ -104,6 +104,7 @@ impl CouponEngine {
         report.check_statuses(pg).await?;
         let grace = self.config().lock_sweep_every + LOCK_SWEEP_MARGIN;
         report.check_checkout(pg, grace).await?;
+        report.check_rebuilds(pg).await?;
         Ok(report)
     }
 }
@@ -275,6 +276,22 @@ impl AuditReport {
                     r.order_id,
                     r.order_amount,
                     r.order_amount - r.discount
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// I14: each change of store identity rebuilt this template at most once.
+    async fn check_rebuilds(&mut self, pg: &PgPool) -> EngineResult<()> {
+        for (identities, count) in
+            postgres::repeated_identity_rebuilds(pg, self.template_id).await?
+        {
+            self.flag(
+                Invariant::I14,
+                format!(
+                    "rebuilt {count} times for one change of store identity ({identities}): \
+                     every extra rebuild bumped the epoch and fenced the claims in flight"
                 ),
             );
         }

@@ -2,33 +2,8 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
+pub use crate::persistence::Persistence;
 use crate::variant::Variant;
-
-/// When a claim's Postgres row is written relative to the reply (docs/ARCHITECTURE.md,
-/// "Claim": sync and async mode).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Persistence {
-    /// The reply waits for the row: an acknowledged claim survives a Redis crash.
-    #[default]
-    Sync,
-    /// The reply follows the Redis script; a persister writes rows in batches. Faster, but a
-    /// Redis crash can lose acknowledged claims.
-    Async,
-}
-
-impl std::str::FromStr for Persistence {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "sync" => Ok(Self::Sync),
-            "async" => Ok(Self::Async),
-            other => Err(format!("persistence must be sync or async, not {other:?}")),
-        }
-    }
-}
 
 /// Tunables of a [`crate::CouponEngine`].
 #[derive(Debug, Clone)]
@@ -71,9 +46,18 @@ pub struct EngineConfig {
     /// retries with the same ids. A claim batch stuck on a dead Postgres link is abandoned at
     /// this bound, its connection dropped, and the template's next batch runs on another.
     pub deadline: Duration,
+    /// The sold-out gate's bound (docs/ARCHITECTURE.md, "The sold-out gate"): once a
+    /// template is sold out, this server refuses its claims without Redis, and stock that
+    /// comes back through another server is admitted here again within this bound (stock
+    /// this server gives back, at once). Zero turns the gate off: every claim reaches Redis.
+    pub sold_out_recheck: Duration,
     /// The correct engine, or (feature `mutants`) a deliberately broken one.
     pub variant: Variant,
 }
+
+/// The default [`EngineConfig::sold_out_recheck`]: a sold-out template costs each server one
+/// indexed Postgres read per bound, and a place given back elsewhere waits at most this long.
+pub const DEFAULT_SOLD_OUT_RECHECK: Duration = Duration::from_millis(100);
 
 /// The default [`EngineConfig::deadline`]: under the 5 s a shopper's client commonly waits,
 /// and far above a healthy claim's latency (milliseconds), so only a store that stopped
@@ -98,6 +82,7 @@ impl Default for EngineConfig {
             group_commit_wait: Duration::ZERO,
             identity_check_interval: Duration::from_secs(1),
             deadline: DEFAULT_DEADLINE,
+            sold_out_recheck: DEFAULT_SOLD_OUT_RECHECK,
             variant: Variant::Correct,
         }
     }

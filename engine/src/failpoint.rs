@@ -20,8 +20,8 @@ pub enum Failpoint {
     RefundAfterCommit,
     /// Inside the redeem transaction, after the UPDATE, before the use-log INSERT.
     RedeemAfterUpdate,
-    /// Inside a rebuild, after Redis was written, before the Postgres commit (an aborted
-    /// rebuild: client gone, backend terminated, reply timeout).
+    /// Inside a rebuild, after Redis was fenced and staged, before the Postgres commit (an
+    /// aborted rebuild: client gone, backend terminated, reply timeout).
     RebuildAfterRedis,
     /// A claim batch (sync group commit or async persister) formed, its intents pending in
     /// Redis, just before Postgres is asked to decide it: where a server killed mid-batch

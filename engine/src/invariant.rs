@@ -36,11 +36,13 @@ pub enum Invariant {
     I12,
     /// Nothing to pay below zero.
     I13,
+    /// One rebuild per store change.
+    I14,
 }
 
 impl Invariant {
     /// Every invariant, in order.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::I1,
         Self::I2,
         Self::I3,
@@ -54,9 +56,10 @@ impl Invariant {
         Self::I11,
         Self::I12,
         Self::I13,
+        Self::I14,
     ];
 
-    /// `I1` … `I9`.
+    /// `I1` … `I14`.
     pub fn id(self) -> &'static str {
         match self {
             Self::I1 => "I1",
@@ -72,6 +75,7 @@ impl Invariant {
             Self::I11 => "I11",
             Self::I12 => "I12",
             Self::I13 => "I13",
+            Self::I14 => "I14",
         }
     }
 
@@ -111,6 +115,10 @@ impl Invariant {
             Self::I13 => {
                 "Nothing below zero to pay: a discount is never negative and never exceeds its order"
             }
+            Self::I14 => {
+                "One rebuild per store change: a template's Redis state is rebuilt at most once \
+                 for each change of store identity, however many servers notice it"
+            }
         }
     }
 }
@@ -127,7 +135,7 @@ impl std::str::FromStr for Invariant {
         Self::ALL
             .into_iter()
             .find(|i| i.id().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("{s:?} is not an invariant (I1 … I13)"))
+            .ok_or_else(|| format!("{s:?} is not an invariant (I1 … I14)"))
     }
 }
 
@@ -161,6 +169,6 @@ mod tests {
             let json = serde_json::to_string(&i).unwrap_or_default();
             assert_eq!(json, format!("\"{}\"", i.id()));
         }
-        assert!("I14".parse::<Invariant>().is_err());
+        assert!("I15".parse::<Invariant>().is_err());
     }
 }

@@ -20,13 +20,14 @@ pub mod http;
 pub mod invariant;
 #[cfg(feature = "mutants")]
 mod mutants;
+pub mod persistence;
 pub mod redact;
 pub mod service;
 pub mod store;
 pub mod variant;
 
 pub use audit::AuditReport;
-pub use config::{DEFAULT_DEADLINE, EngineConfig, Persistence};
+pub use config::{DEFAULT_DEADLINE, DEFAULT_SOLD_OUT_RECHECK, EngineConfig, Persistence};
 pub use domain::{
     coupon::{Coupon, CouponStatus},
     discount::{Discount, DiscountKind},

@@ -73,6 +73,28 @@ pub enum Variant {
     /// by the property tests' engine kill (a second engine killed mid-batch).
     #[cfg(feature = "mutants")]
     D13,
+    /// D14: no Postgres identity check: Redis state is trusted across a Postgres failover
+    /// (or restore) as if Postgres had not changed. After a failover to a standby that
+    /// lacked the last commits, Redis keeps counting the lost coupons: their stock never
+    /// sells again (I2). Killed by the load test's `--nemesis pg-failover`.
+    #[cfg(feature = "mutants")]
+    D14,
+    /// D15: every identity check rebuilds every live template, changed or not (a rebuild
+    /// storm: each one bumps the epoch and fences the claims in flight). Killed by the
+    /// count of rebuilds per store change (I14).
+    #[cfg(feature = "mutants")]
+    D15,
+    /// D16: the sold-out gate refuses every claim while it is closed, retries of granted
+    /// claims too (it never read which request ids were granted): a shopper whose answer
+    /// was lost retries and is told the sale is sold out, though it holds a coupon. Killed
+    /// by the property tests (a retry of a granted claim must get its coupon).
+    #[cfg(feature = "mutants")]
+    D16,
+    /// D17: the sold-out gate never opens again: stock that comes back (a refund to stock,
+    /// a rebuild) is refused in process on this server for ever. Killed by the property
+    /// tests (a claim refused while the model holds stock).
+    #[cfg(feature = "mutants")]
+    D17,
     /// Seen in the wild, macrozheng/mall #1003 ("5 concurrent orders reused one coupon"):
     /// the order checks that the coupon is free, then locks it with an UPDATE that no
     /// longer checks, so orders placed side by side all hold it. Killed by I8, and by I11
@@ -137,6 +159,14 @@ impl Variant {
             #[cfg(feature = "mutants")]
             Self::D13,
             #[cfg(feature = "mutants")]
+            Self::D14,
+            #[cfg(feature = "mutants")]
+            Self::D15,
+            #[cfg(feature = "mutants")]
+            Self::D16,
+            #[cfg(feature = "mutants")]
+            Self::D17,
+            #[cfg(feature = "mutants")]
             Self::Mall1003,
             #[cfg(feature = "mutants")]
             Self::Litemall581,
@@ -177,10 +207,12 @@ impl Variant {
     /// Whether the property tests can kill it: D11 needs one server's clock off, which
     /// libfaketime does per process, and the property tests run engines in-process; the load
     /// test's `--servers N --nemesis clock-skew` kills it (CI requires that run to fail).
+    /// D14 needs a Postgres failover (a primary and a streaming standby of the run's own);
+    /// the load test's `--nemesis pg-failover` kills it.
     pub fn needs_process_faults(self) -> bool {
         match self {
             #[cfg(feature = "mutants")]
-            Self::D11 => true,
+            Self::D11 | Self::D14 => true,
             _ => false,
         }
     }
@@ -207,10 +239,10 @@ impl Variant {
 
     /// The claim persistence the variant's defect lives in, if only one: D13's is in the
     /// async persister.
-    pub fn defect_persistence(self) -> Option<crate::config::Persistence> {
+    pub fn defect_persistence(self) -> Option<crate::persistence::Persistence> {
         match self {
             #[cfg(feature = "mutants")]
-            Self::D13 => Some(crate::config::Persistence::Async),
+            Self::D13 => Some(crate::persistence::Persistence::Async),
             _ => None,
         }
     }

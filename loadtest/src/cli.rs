@@ -207,10 +207,19 @@ pub(crate) struct Cli {
     /// server's link to Postgres alone for 5 s while the others go on; `server-kill`
     /// (--servers N >= 2) SIGKILLs one server
     /// mid-sale and restarts it; `clock-skew` (--servers N >= 2) runs servers 2 and 3 with
-    /// clocks 2 s fast and 2 s slow (libfaketime) on a sale with a claim window. A sync run
-    /// must still pass; the report times each fault's recovery.
+    /// clocks 2 s fast and 2 s slow (libfaketime) on a sale with a claim window;
+    /// `pg-failover` runs on a Postgres primary with a streaming standby of the run's own
+    /// (see --pg-replication), holds the replication link mid-sale, stops the primary,
+    /// promotes the standby and moves the servers' address to it. A sync run must still
+    /// pass; the report times each fault's recovery.
     #[arg(long, value_name = "FAULT")]
     pub nemesis: Option<crate::nemesis::NemesisKind>,
+    /// With --nemesis pg-failover: how the primary replicates to its standby. `sync`
+    /// (synchronous_standby_names set): the failover loses nothing acknowledged and the run
+    /// must pass; `async` (Postgres's default): the claims acknowledged while the standby
+    /// lagged are lost, and the run must fail naming them (I6).
+    #[arg(long, value_name = "MODE", value_enum, default_value = "sync")]
+    pub pg_replication: crate::nemesis::PgReplication,
     /// Run the in-process server (or the --servers processes) on a Redis Cluster of the
     /// run's own: 3 masters + 3 replicas from the machine's redis-server on free loopback
     /// ports, torn down after the run.
@@ -340,6 +349,8 @@ pub(crate) struct Settings {
     pub persistence: Persistence,
     /// Fault injected during the run (in-process only).
     pub nemesis: Option<crate::nemesis::NemesisKind>,
+    /// How the run's own Postgres replicates (`--nemesis pg-failover`).
+    pub pg_replication: crate::nemesis::PgReplication,
     /// In-process server on a Redis Cluster of the run's own.
     pub redis_cluster: bool,
     /// External servers (empty: the run starts its own).
@@ -446,6 +457,7 @@ impl Cli {
             variant: self.mutant,
             persistence: self.persistence,
             nemesis: self.nemesis,
+            pg_replication: self.pg_replication,
             redis_cluster: self.redis_cluster,
             targets: self
                 .targets
@@ -608,6 +620,11 @@ impl Cli {
             if self.redis_cluster {
                 bail!("--redis-cluster applies to the in-process server only, not to --target");
             }
+        }
+        if self.pg_replication != crate::nemesis::PgReplication::Sync
+            && self.nemesis != Some(crate::nemesis::NemesisKind::PgFailover)
+        {
+            bail!("--pg-replication applies to --nemesis pg-failover only");
         }
         if self.redis_cluster && self.nemesis.is_some_and(|n| !n.needs_cluster()) {
             bail!(

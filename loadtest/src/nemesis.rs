@@ -7,6 +7,8 @@
 //! over (losing whatever was not yet replicated), then the killed node is restarted and
 //! rejoins as a replica. A sync run must still PASS; the report shows when each step happened.
 
+mod grey;
+
 use std::{
     sync::Arc,
     time::{Duration, Instant},
@@ -14,7 +16,7 @@ use std::{
 
 use clap::ValueEnum;
 use coupon_engine::{CouponEngine, domain::ids::TemplateId};
-use coupon_testkit::{local::LocalRedis, redis_cluster::LocalCluster};
+use coupon_testkit::{local::LocalRedis, pg_failover::Replication, redis_cluster::LocalCluster};
 use serde::{Deserialize, Serialize};
 use tokio::{sync::Mutex, task::JoinHandle};
 
@@ -45,6 +47,20 @@ pub(crate) enum NemesisKind {
     /// the second 2 s fast, the third 2 s slow) on a sale whose claim window opens and closes
     /// during the run; no coupon may be granted outside the window by the true clock.
     ClockSkew,
+    /// Run on a Postgres primary with a streaming standby of the run's own (reached through
+    /// a proxy standing for a VIP); mid-sale, hold the replication link, stop the primary,
+    /// promote the standby and move the VIP to it.
+    PgFailover,
+}
+
+/// How the run's own Postgres primary replicates to its standby (`--pg-replication`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum PgReplication {
+    /// A commit waits for the standby: a failover loses nothing acknowledged.
+    Sync,
+    /// A commit does not wait: a failover loses what the standby had not received.
+    Async,
 }
 
 /// How far a skewed server's clock is off (`--nemesis clock-skew`).
@@ -74,9 +90,19 @@ impl NemesisKind {
     }
 
     /// The stores and links the fault needs under the servers.
-    pub(crate) fn grey_plan(self, servers: Option<usize>) -> crate::server::GreyPlan {
+    pub(crate) fn grey_plan(
+        self,
+        servers: Option<usize>,
+        replication: PgReplication,
+    ) -> crate::server::GreyPlan {
         let mut plan = crate::server::GreyPlan::default();
         match self {
+            Self::PgFailover => {
+                plan.replicated_postgres = Some(match replication {
+                    PgReplication::Sync => Replication::Synchronous,
+                    PgReplication::Async => Replication::Asynchronous,
+                })
+            }
             Self::PgBlackhole => {
                 plan.own_postgres = true;
                 plan.pg_proxy = true;
@@ -165,9 +191,10 @@ pub(crate) fn spawn(
                 | NemesisKind::RedisBlackhole
                 | NemesisKind::PgPause
                 | NemesisKind::PgPartitionOne
+                | NemesisKind::PgFailover
                 | NemesisKind::ServerKill,
                 _,
-            ) => crate::grey_nemesis::run(kind, target, run_for).await,
+            ) => grey::run(kind, target, run_for).await,
             (NemesisKind::ClockSkew, _) => {
                 let mut log = Log::new(target.epoch_unix_us);
                 log.note(format!(

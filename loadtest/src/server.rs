@@ -10,6 +10,7 @@ use coupon_testkit::{
     Backends, SpawnedServer, TestEnv,
     fault_proxy::FaultProxy,
     local::{LocalPostgres, LocalRedis, RedisPersistence},
+    pg_failover::{ReplicatedPostgres, Replication},
     redis_cluster::LocalCluster,
     shared_backends, spawn_server,
 };
@@ -54,6 +55,9 @@ pub(crate) struct GreyPlan {
     pub skews: Vec<(usize, String)>,
     /// The first server alone reaches Postgres through a fault proxy (a partition of one).
     pub partition_first: bool,
+    /// A Postgres primary with a streaming standby of the run's own, replicating so, that
+    /// a fault may fail over (the servers reach it through a proxy standing for a VIP).
+    pub replicated_postgres: Option<Replication>,
 }
 
 /// The stores and links a grey-failure nemesis acts on.
@@ -67,6 +71,8 @@ pub(crate) struct GreyStores {
     pub redis_link: Option<Arc<FaultProxy>>,
     /// The first server's own link to Postgres.
     pub first_server_pg_link: Option<Arc<FaultProxy>>,
+    /// The run's own primary and standby.
+    pub replicated_postgres: Option<Arc<ReplicatedPostgres>>,
 }
 
 /// The run's own server(s) and the environment under them.
@@ -258,13 +264,14 @@ async fn provision(
         }
     };
     let mut stores = GreyStores::default();
+    let own_postgres = grey.own_postgres || grey.replicated_postgres.is_some();
     let env = match target {
-        None if !grey.own_postgres => TestEnv::with_config(config)
+        None if !own_postgres => TestEnv::with_config(config)
             .await
             .context("provisioning Redis and Postgres (coupon_testkit)")?,
         target => {
             let shared = match &target {
-                Some(_) if grey.own_postgres => None,
+                Some(_) if own_postgres => None,
                 _ => Some(
                     shared_backends()
                         .await
@@ -277,7 +284,20 @@ async fn provision(
                 (None, None) => anyhow::bail!("no Redis to run on"),
             };
             let mut database_url = match &shared {
-                Some(shared) if !grey.own_postgres => shared.database_url.clone(),
+                Some(shared) if !own_postgres => shared.database_url.clone(),
+                _ if grey.replicated_postgres.is_some() => {
+                    let mode = grey.replicated_postgres.unwrap_or(Replication::Synchronous);
+                    let pair = tokio::task::spawn_blocking(move || ReplicatedPostgres::start(mode))
+                        .await
+                        .context("starting the run's own Postgres primary and standby")?
+                        .context(
+                            "starting the run's own Postgres primary and streaming standby \
+                             (initdb, pg_basebackup and pg_ctl, as the postgres user)",
+                        )?;
+                    let url = pair.url();
+                    stores.replicated_postgres = Some(Arc::new(pair));
+                    url
+                }
                 _ => {
                     let pg = tokio::task::spawn_blocking(LocalPostgres::start)
                         .await

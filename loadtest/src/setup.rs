@@ -71,7 +71,7 @@ async fn reach_servers(s: &Settings) -> anyhow::Result<(Api, Vec<String>, Option
             processes: s.servers.map(|n| (n, s.server_bin.clone())),
             grey: s
                 .nemesis
-                .map(|n| n.grey_plan(s.servers))
+                .map(|n| n.grey_plan(s.servers, s.pg_replication))
                 .unwrap_or_default(),
         })
         .await?;

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use hdrhistogram::Histogram;
 use uuid::Uuid;
 
-use crate::acks::{Event, Op, Outcome};
+use crate::event::{Event, Op, Outcome};
 
 /// Latencies in microseconds.
 #[derive(Debug, Clone)]

@@ -17,7 +17,6 @@ pub mod multi_register;
 pub mod mutex;
 mod pairing;
 pub mod register;
-mod register_sources;
 
 use std::{fmt, str::FromStr};
 

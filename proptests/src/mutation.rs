@@ -11,6 +11,7 @@ use serde::Serialize;
 use proptest::prelude::*;
 
 use crate::{
+    op::{CouponRef, Op, Policy, TemplateSpec},
     property::{PropertyConfig, check_with},
     run::RunConfig,
     scenario::{Fault, Scenario, TimedFault, checkout_rush, claim_rush, scenarios},
@@ -80,6 +81,10 @@ pub fn defect(v: Variant) -> &'static str {
         "d11" => "claim window judged by the admitting server's clock only",
         "d12" => "no deadlines: operations and claim batches wait as long as their store",
         "d13" => "async persister holds acknowledged intents only in memory until written",
+        "d14" => "no Postgres identity check: Redis trusted across a Postgres failover",
+        "d15" => "every identity check rebuilds every live template (a rebuild storm)",
+        "d16" => "the sold-out gate refuses retries of granted claims too",
+        "d17" => "the sold-out gate never opens again when stock comes back",
         "mall1003" => {
             "macrozheng/mall #1003: the order checks the coupon is free, then locks it unguarded"
         }
@@ -124,8 +129,64 @@ fn strategy(v: Variant, cfg: &PropertyConfig) -> BoxedStrategy<Scenario> {
         "d12" => grey_from_the_start(base),
         "d13" => killed_mid_batch(claim_rush(cfg.max_processes, cfg.max_ops)),
         "mall1003" | "one_coupon_no_release" => checkout_rush(cfg.max_processes).boxed(),
+        "d16" | "d17" => sold_out_and_back().boxed(),
         _ => base.boxed(),
     }
+}
+
+/// The sold-out gate's defects (D16, D17) only show once a sale sold out: one shopper sells
+/// a stock of 1–2 out, retries its own claim (whose answer a client may have lost), uses the
+/// coupon and refunds it to stock, and a newcomer then claims the place that came back;
+/// another process claims beside it.
+pub fn sold_out_and_back() -> impl Strategy<Value = Scenario> {
+    let claim = |user: &str, request: &str| Op::Claim {
+        template: 0,
+        user: user.into(),
+        request_id: request.into(),
+    };
+    let coupon = CouponRef {
+        template: 0,
+        request_id: "r0".into(),
+    };
+    let shopper = vec![
+        claim("u0", "r0"),
+        claim("u1", "r1"),
+        claim("u2", "r2"),
+        claim("u0", "r0"),
+        Op::Redeem {
+            coupon: coupon.clone(),
+            user: "u0".into(),
+            order_id: "o0".into(),
+        },
+        Op::Refund {
+            coupon,
+            user: "u0".into(),
+            order_id: "o0".into(),
+        },
+        claim("u3", "r3"),
+    ];
+    let beside = prop::collection::vec(
+        (4u32..8, 4u32..12).prop_map(|(u, r)| Op::Claim {
+            template: 0,
+            user: format!("u{u}"),
+            request_id: format!("r{r}"),
+        }),
+        0..=3,
+    );
+    (1i64..=2, beside).prop_map(move |(stock, beside)| Scenario {
+        templates: vec![TemplateSpec {
+            id: 0,
+            stock,
+            per_user_limit: 1,
+            policy: Policy::ReturnToStock,
+        }],
+        processes: if beside.is_empty() {
+            vec![shopper.clone()]
+        } else {
+            vec![shopper.clone(), beside]
+        },
+        faults: Vec::new(),
+    })
 }
 
 /// Losing in-flight intents with the process (D13) only shows when a server dies with a
@@ -248,6 +309,23 @@ pub fn postgres_crash(base: impl Strategy<Value = Scenario> + 'static) -> BoxedS
             s.faults = vec![TimedFault {
                 at_ms,
                 fault: Fault::CrashPostgres,
+            }];
+            s
+        })
+        .boxed()
+}
+
+/// A Postgres failover to a synchronous standby, once, while claims are decided: what was
+/// acknowledged from a commit the standby confirmed survives the promotion; an answer given
+/// before its commit was durable (D9) may not.
+pub fn postgres_failover(
+    base: impl Strategy<Value = Scenario> + 'static,
+) -> BoxedStrategy<Scenario> {
+    (base, 10u64..=80)
+        .prop_map(|(mut s, at_ms)| {
+            s.faults = vec![TimedFault {
+                at_ms,
+                fault: Fault::FailOverPostgres,
             }];
             s
         })

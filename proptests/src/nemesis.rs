@@ -13,6 +13,7 @@ use coupon_testkit::{
     ProvisionError,
     fault_proxy::{FaultProxy, LinkMode},
     local::{LocalPostgres, LocalRedis},
+    pg_failover::ReplicatedPostgres,
     redis_cluster::LocalCluster,
 };
 use sqlx::Connection;
@@ -36,6 +37,8 @@ pub struct Target {
     pub cluster: Option<Arc<Mutex<LocalCluster>>>,
     /// The case's own Postgres (present whenever the schedule crashes Postgres).
     pub postgres: Option<Arc<LocalPostgres>>,
+    /// The case's own primary and standby (present whenever the schedule fails over).
+    pub replicated_postgres: Option<Arc<ReplicatedPostgres>>,
     /// URL of the case's own database.
     pub database_url: String,
     /// The engine's link to Postgres (present whenever the schedule has a link fault).
@@ -133,7 +136,9 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
         | Fault::EvictKey { .. }
         | Fault::AbortRebuild { .. } => redis_data_retried(t, fault).await,
         Fault::KillSlotMaster { .. } | Fault::LaggingTakeover { .. } => cluster(t, fault).await,
-        Fault::TerminateBackends | Fault::CrashPostgres => postgres(t, fault).await,
+        Fault::TerminateBackends | Fault::CrashPostgres | Fault::FailOverPostgres => {
+            postgres(t, fault).await
+        }
         Fault::BlackholePostgres { .. }
         | Fault::BlackholeRedis { .. }
         | Fault::SlowPostgres { .. }
@@ -463,6 +468,17 @@ async fn postgres(t: &Target, fault: &Fault) -> anyhow::Result<String> {
             format!(
                 "Postgres shut down immediately and back through crash recovery in {:?}",
                 started.elapsed()
+            )
+        }
+        Fault::FailOverPostgres => {
+            let pair = t.replicated_postgres.clone().ok_or_else(|| {
+                anyhow::anyhow!("this fault needs the case's own primary and standby")
+            })?;
+            let done = tokio::task::spawn_blocking(move || pair.fail_over()).await??;
+            format!(
+                "primary {} stopped immediately, standby {} promoted in {:?}, the engine's \
+                 address moved to it",
+                done.old_primary, done.new_primary, done.promoted_in
             )
         }
         other => anyhow::bail!("not a postgres fault: {other:?}"),

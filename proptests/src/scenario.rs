@@ -112,6 +112,11 @@ pub enum Fault {
     /// recovery on the same data. Asynchronously committed transactions not yet written out
     /// are lost.
     CrashPostgres,
+    /// A Postgres primary of the case's own with a synchronous streaming standby
+    /// (`pg_basebackup`), reached through a proxy standing for a VIP: the primary is stopped
+    /// immediately, the standby promoted and the VIP moved to it. A commit that waited for
+    /// the standby is on it; one that did not may be lost.
+    FailOverPostgres,
     /// Grey: the engine's link to the case's own Postgres holds every byte for `ms`, past
     /// the engine's deadline (a partition: nothing closed, nothing reset), then heals.
     BlackholePostgres {
@@ -209,6 +214,11 @@ impl Fault {
                 | Self::PausePostgres { .. }
                 | Self::PartitionSecondEngine { .. }
         )
+    }
+
+    /// True if the fault fails over a replicated Postgres of the case's own.
+    pub fn needs_replicated_postgres(&self) -> bool {
+        matches!(self, Self::FailOverPostgres)
     }
 
     /// True if the fault acts on the engine's link to a store (a fault proxy between them).

@@ -48,6 +48,14 @@ impl TestEnv {
         Self::on(shared_backends().await?, config).await
     }
 
+    /// A fresh environment on the Redis at `redis_url` (a `redis-server` of the test's own,
+    /// whose faults and settings touch nobody else) and the shared Postgres.
+    pub async fn on_redis(redis_url: String, config: EngineConfig) -> Result<Self, ProvisionError> {
+        let shared = shared_backends().await?;
+        let backends = Backends::with_urls(redis_url, shared.database_url.clone(), None);
+        Self::on(Arc::new(backends), config).await
+    }
+
     /// A fresh environment on the given backends.
     pub async fn on(
         backends: Arc<Backends>,

@@ -53,7 +53,7 @@ impl LinkMode {
 #[derive(Debug)]
 pub struct FaultProxy {
     addr: SocketAddr,
-    upstream: SocketAddr,
+    upstream: watch::Sender<SocketAddr>,
     mode: watch::Sender<LinkMode>,
     /// Connections opened before this generation hold every byte for good.
     stranded_below: watch::Sender<u64>,
@@ -63,15 +63,12 @@ pub struct FaultProxy {
 impl FaultProxy {
     /// Starts relaying to `upstream` (`host:port`) in [`LinkMode::Pass`].
     pub fn start(upstream: &str) -> Result<Self, ProvisionError> {
-        let upstream = upstream
-            .to_socket_addrs()
-            .map_err(|e| ProvisionError::local(format!("fault proxy upstream {upstream}: {e}")))?
-            .next()
-            .ok_or_else(|| ProvisionError::local(format!("no address for {upstream}")))?;
+        let upstream = resolve(upstream)?;
         let listener = StdListener::bind("127.0.0.1:0")
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(|e| ProvisionError::local(format!("fault proxy: binding loopback: {e}")))?;
         let addr = listener.local_addr().map_err(ProvisionError::local)?;
+        let (upstream, upstreams) = watch::channel(upstream);
         let (mode, watched) = watch::channel(LinkMode::Pass);
         let (stranded_below, strands) = watch::channel(0u64);
         let (stop, stopped) = tokio::sync::oneshot::channel();
@@ -87,7 +84,7 @@ impl FaultProxy {
                         return;
                     };
                     tokio::select! {
-                        () = accept_loop(listener, upstream, watched, strands) => {}
+                        () = accept_loop(listener, upstreams, watched, strands) => {}
                         _ = stopped => {}
                     }
                 });
@@ -119,7 +116,15 @@ impl FaultProxy {
 
     /// Where the proxy relays to.
     pub fn upstream(&self) -> SocketAddr {
-        self.upstream
+        *self.upstream.borrow()
+    }
+
+    /// Relays new connections to `upstream` (`host:port`) from now on, as a VIP or a
+    /// load balancer moved to a new primary does; open connections keep their peer (one
+    /// that died closes them).
+    pub fn move_to(&self, upstream: &str) -> Result<(), ProvisionError> {
+        self.upstream.send_replace(resolve(upstream)?);
+        Ok(())
     }
 
     /// Changes what the link does, for open connections and new ones alike.
@@ -148,6 +153,14 @@ impl Drop for FaultProxy {
     }
 }
 
+fn resolve(upstream: &str) -> Result<SocketAddr, ProvisionError> {
+    upstream
+        .to_socket_addrs()
+        .map_err(|e| ProvisionError::local(format!("fault proxy upstream {upstream}: {e}")))?
+        .next()
+        .ok_or_else(|| ProvisionError::local(format!("no address for {upstream}")))
+}
+
 /// `scheme://[user@]` , `host:port`, `/rest` of a URL.
 fn split_authority(url: &str) -> Option<(&str, &str, &str)> {
     let start = url.find("://")? + 3;
@@ -163,7 +176,7 @@ fn split_authority(url: &str) -> Option<(&str, &str, &str)> {
 
 async fn accept_loop(
     listener: TcpListener,
-    upstream: SocketAddr,
+    upstream: watch::Receiver<SocketAddr>,
     mode: watch::Receiver<LinkMode>,
     strands: watch::Receiver<u64>,
 ) {
@@ -177,7 +190,7 @@ async fn accept_loop(
             generation: *strands.borrow(),
             strands: strands.clone(),
         };
-        tokio::spawn(relay(client, upstream, link));
+        tokio::spawn(relay(client, upstream.clone(), link));
     }
 }
 
@@ -217,11 +230,14 @@ impl Link {
 
 /// One client connection: opened upstream once the link relays, then both directions
 /// pumped until either side closes or the link resets.
-async fn relay(mut client: TcpStream, upstream: SocketAddr, mut link: Link) {
+async fn relay(mut client: TcpStream, upstream: watch::Receiver<SocketAddr>, mut link: Link) {
     if !link.until_relaying().await {
         reset(&client);
         return;
     }
+    // Read only now: a connection held by a blackhole opens to wherever the link leads once
+    // it heals.
+    let upstream = *upstream.borrow();
     let Ok(mut server) = TcpStream::connect(upstream).await else {
         reset(&client);
         return;

@@ -28,6 +28,7 @@ mod env;
 pub mod fault_proxy;
 pub mod images;
 pub mod local;
+pub mod pg_failover;
 pub mod process;
 pub mod redis_cluster;
 pub mod redis_server;

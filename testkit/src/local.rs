@@ -121,20 +121,7 @@ impl LocalPostgres {
         let initdb = find_binary("initdb").ok_or_else(|| {
             ProvisionError::Local("initdb not found in PATH or /usr/lib/postgresql/*/bin".into())
         })?;
-        let pg_ctl = find_binary("pg_ctl")
-            .ok_or_else(|| ProvisionError::Local("pg_ctl not found".into()))?;
-        let dir = tempfile::tempdir().map_err(|e| ProvisionError::Local(e.to_string()))?;
-        let data = dir.path().join("data");
-        let as_postgres = running_as_root();
-        if as_postgres {
-            run(
-                Command::new("chown")
-                    .arg("-R")
-                    .arg("postgres")
-                    .arg(dir.path()),
-                "chown",
-            )?;
-        }
+        let (dir, data, as_postgres) = owned_dir()?;
         run(
             pg_command(as_postgres, &initdb).arg("-D").arg(&data).args([
                 "-U",
@@ -147,6 +134,41 @@ impl LocalPostgres {
             ]),
             "initdb",
         )?;
+        Self::launch(dir, data, as_postgres, settings)
+    }
+
+    /// A streaming standby of the primary listening on `primary` (`host:port`, which may be
+    /// a fault proxy in front of it, so that a test can hold the replication link): a base
+    /// backup taken with `pg_basebackup -R` (it writes `standby.signal` and the
+    /// `primary_conninfo` that streams from `primary`), started on a free port as a hot
+    /// standby. It replicates asynchronously unless the primary names it in
+    /// `synchronous_standby_names` (its application name is `walreceiver`).
+    pub fn start_standby(primary: &str, settings: &[&str]) -> Result<Self, ProvisionError> {
+        let basebackup = find_binary("pg_basebackup")
+            .ok_or_else(|| ProvisionError::Local("pg_basebackup not found".into()))?;
+        let (host, port) = primary
+            .rsplit_once(':')
+            .ok_or_else(|| ProvisionError::Local(format!("no host:port in {primary}")))?;
+        let (dir, data, as_postgres) = owned_dir()?;
+        run(
+            pg_command(as_postgres, &basebackup)
+                .args(["-h", host, "-p", port, "-U", "postgres", "-D"])
+                .arg(&data)
+                .args(["-R", "-X", "stream", "-c", "fast", "--no-sync"]),
+            "pg_basebackup",
+        )?;
+        Self::launch(dir, data, as_postgres, settings)
+    }
+
+    /// Starts a server on `data` (made by `initdb` or `pg_basebackup`) on a free port.
+    fn launch(
+        dir: tempfile::TempDir,
+        data: PathBuf,
+        as_postgres: bool,
+        settings: &[&str],
+    ) -> Result<Self, ProvisionError> {
+        let pg_ctl = find_binary("pg_ctl")
+            .ok_or_else(|| ProvisionError::Local("pg_ctl not found".into()))?;
         let port = free_port()?;
         let mut opts = format!(
             "-p {port} -c listen_addresses=127.0.0.1 -k {} -c fsync=off -c max_connections=200",
@@ -180,6 +202,35 @@ impl LocalPostgres {
         Ok(pg)
     }
 
+    /// `host:port` it listens on.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Stops the server at once (immediate shutdown, as a crashed machine): whatever its
+    /// standbys had not received is gone with it.
+    pub fn stop_immediate(&self) -> Result<(), ProvisionError> {
+        run(
+            pg_command(self.as_postgres, &self.pg_ctl)
+                .arg("-D")
+                .arg(&self.data)
+                .args(["-m", "immediate", "stop"]),
+            "pg_ctl stop -m immediate",
+        )
+    }
+
+    /// Promotes a standby to primary (`pg_ctl promote`, waiting until it accepts writes): it
+    /// ends recovery on a new timeline.
+    pub fn promote(&self) -> Result<(), ProvisionError> {
+        run(
+            pg_command(self.as_postgres, &self.pg_ctl)
+                .arg("-D")
+                .arg(&self.data)
+                .args(["-w", "promote"]),
+            "pg_ctl promote",
+        )
+    }
+
     fn pg_ctl_start(&self) -> Result<(), ProvisionError> {
         run(
             pg_command(self.as_postgres, &self.pg_ctl)
@@ -196,13 +247,7 @@ impl LocalPostgres {
     /// flushed, as after a kill -9 of the postmaster) and starts it again on the same data
     /// and port; it comes back through crash recovery.
     pub fn crash_and_restart(&self) -> Result<(), ProvisionError> {
-        run(
-            pg_command(self.as_postgres, &self.pg_ctl)
-                .arg("-D")
-                .arg(&self.data)
-                .args(["-m", "immediate", "stop"]),
-            "pg_ctl stop -m immediate",
-        )?;
+        self.stop_immediate()?;
         self.pg_ctl_start()
     }
 
@@ -265,6 +310,25 @@ impl Drop for LocalPostgres {
             .stderr(Stdio::null())
             .status();
     }
+}
+
+/// A temp dir for a cluster's data, owned by the `postgres` user when running as root
+/// (Postgres refuses to run as root): the dir, its `data` path, and whether to run as
+/// `postgres`.
+fn owned_dir() -> Result<(tempfile::TempDir, PathBuf, bool), ProvisionError> {
+    let dir = tempfile::tempdir().map_err(|e| ProvisionError::Local(e.to_string()))?;
+    let data = dir.path().join("data");
+    let as_postgres = running_as_root();
+    if as_postgres {
+        run(
+            Command::new("chown")
+                .arg("-R")
+                .arg("postgres")
+                .arg(dir.path()),
+            "chown",
+        )?;
+    }
+    Ok((dir, data, as_postgres))
 }
 
 fn pg_command(as_postgres: bool, bin: &Path) -> Command {

@@ -302,6 +302,44 @@ impl LocalCluster {
         self.wait_healthy()
     }
 
+    /// Starts one more node and adds it as a master without slots (`redis-cli --cluster
+    /// add-node`), as an operator does before resharding onto it; waits until every live
+    /// node lists it. Returns its port.
+    pub fn add_empty_master(&mut self) -> Result<u16, ProvisionError> {
+        let ports = free_ports(2)?;
+        let (port, bus) = (ports[0], ports[1]);
+        let dir = tempfile::tempdir().map_err(ProvisionError::local)?;
+        let child = spawn(port, bus, dir.path(), self.persistence)?;
+        self.nodes.push(Node {
+            child: Some(child),
+            port,
+            bus,
+            dir,
+        });
+        wait_for_port(port, Duration::from_secs(10))?;
+        let cli = find_binary("redis-cli")
+            .ok_or_else(|| ProvisionError::Local("redis-cli not found in PATH".into()))?;
+        let mut add = Command::new(cli);
+        add.arg("--cluster")
+            .arg("add-node")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg(format!("127.0.0.1:{}", self.live_port()?));
+        run_within(&mut add, CREATE_WAIT)?;
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            let known = self.nodes.iter().filter(|n| n.child.is_some()).all(|n| {
+                view_from(n.port).is_ok_and(|v| v.iter().any(|x| x.port == port && is_master(x)))
+            });
+            if known {
+                return self.wait_state_ok().map(|()| port);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(ProvisionError::local(format!(
+            "the new master :{port} was not known to every node within {WAIT:?}"
+        )))
+    }
+
     /// Waits until every live node says `cluster_state:ok`, the live nodes agree on 3
     /// masters with all 16384 slots, and every live replica's link is up.
     pub fn wait_healthy(&self) -> Result<(), ProvisionError> {

@@ -108,6 +108,13 @@ impl Metrics {
     }
 }
 
+/// One counter with its help and type lines.
+fn counter(out: &mut String, name: &str, help: &str, value: u64) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} counter");
+    let _ = writeln!(out, "{name} {value}");
+}
+
 /// The engine's own series: sync group-commit batch sizes, the sync claims Redis admitted
 /// on stale counters and, in async mode, the acknowledged claims Postgres refused (each one
 /// a lost acknowledgement).
@@ -128,15 +135,23 @@ pub fn render_engine(out: &mut String, engine: &crate::CouponEngine) {
     );
     let _ = writeln!(out, "coupon_claim_batch_size_sum {}", h.sum);
     let _ = writeln!(out, "coupon_claim_batch_size_count {}", h.count);
-    let _ = writeln!(
+    counter(
         out,
-        "# HELP coupon_async_acks_refused_total Acknowledged async claims that Postgres refused or holds under another coupon (lost acknowledgements)."
+        "coupon_async_acks_refused_total",
+        "Acknowledged async claims that Postgres refused or holds under another coupon (lost acknowledgements).",
+        engine.acknowledged_claims_refused(),
     );
-    let _ = writeln!(out, "# TYPE coupon_async_acks_refused_total counter");
-    let _ = writeln!(
+    counter(
         out,
-        "coupon_async_acks_refused_total {}",
-        engine.acknowledged_claims_refused()
+        "coupon_settled_claims_missing_total",
+        "Retried claims Redis held as granted that Postgres had no row for: acknowledged claims lost (a Postgres failover to a standby that lacked them).",
+        engine.settled_claims_missing(),
+    );
+    counter(
+        out,
+        "coupon_sold_out_local_refusals_total",
+        "Claims of sold-out templates refused by this server without a Redis round trip (the sold-out gate).",
+        engine.sold_out_local_refusals(),
     );
     let stale = engine.stale_admissions();
     let _ = writeln!(

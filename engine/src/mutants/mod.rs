@@ -19,11 +19,13 @@ mod persister;
 mod rebuild;
 mod redeem;
 mod refund;
+mod sold_out;
 
 pub(crate) use checkout::{lock, release};
 pub(crate) use claim::{admit, claim, persist};
-pub(crate) use identity::check_new_server;
+pub(crate) use identity::{check_new_server, forgets_rebuilds, identity_change};
 pub(crate) use persister::write_acknowledged;
 pub(crate) use rebuild::rebuild;
 pub(crate) use redeem::{deduction, redeem};
 pub(crate) use refund::refund;
+pub(crate) use sold_out::{keeps_gate_closed, sold_out_says};

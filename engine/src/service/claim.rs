@@ -1,7 +1,7 @@
 //! Claim (领券), the hot path: one Redis script admits, then (sync mode) the claim joins its
 //! template's group commit and Postgres decides (docs/ARCHITECTURE.md, "Claim").
 
-use std::sync::Arc;
+use std::sync::{Arc, atomic::Ordering};
 
 use serde::Serialize;
 use uuid::Uuid;
@@ -15,7 +15,7 @@ use crate::{
     },
     error::{EngineError, EngineResult},
     failpoint::Failpoint,
-    service::rebuild::Trigger,
+    service::{GateSays, rebuild::Trigger},
     store::{
         arbiter::{self, Verdict},
         redis::{ClaimScript, Grant, PendingIntent},
@@ -97,6 +97,13 @@ impl CouponEngine {
             return Box::pin(self.replay_outside_window(template_id, request_id, user_id, refusal))
                 .await;
         }
+        match self.sold_out_says(template_id, request_id) {
+            GateSays::Refuse => return Err(EngineError::StockEmpty),
+            GateSays::Recheck if Box::pin(self.recheck_sold_out(template_id, request_id)).await => {
+                return Err(EngineError::StockEmpty);
+            }
+            _ => {}
+        }
         let limit = template.spec.per_user_limit;
         for _ in 0..MAX_SETTLE_ATTEMPTS {
             let now_ms = (Self::now().unix_timestamp_nanos() / 1_000_000) as i64;
@@ -106,6 +113,7 @@ impl CouponEngine {
             {
                 ClaimScript::Granted(g) => g,
                 ClaimScript::StockEmpty => {
+                    Box::pin(self.close_sold_out_gate(template_id)).await;
                     return Box::pin(self.recheck_refusal(
                         template_id,
                         request_id,
@@ -302,6 +310,13 @@ impl CouponEngine {
         match stored {
             Some((coupon_id, owner)) => replay_of(receipt, coupon_id, &owner, user_id).map(Some),
             None => {
+                // Redis settles a grant only once its batch committed, so a settled grant
+                // with no row is one Postgres lost after acknowledging it (a failover to a
+                // standby that lacked the commit) or dropped since (a reconciler, a fence).
+                self.inner.settled_missing.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%template_id, %request_id, coupon_id = %grant.coupon_id,
+                    "a retried claim redis holds as granted has no row in postgres: an \
+                     acknowledged claim was lost (postgres failed over?); admitting it again");
                 self.inner
                     .redis
                     .forget_request(template_id, request_id, grant.coupon_id)

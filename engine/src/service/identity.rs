@@ -17,16 +17,25 @@
 //! current one. What gives no sign at all (older keys restored into a running server, a
 //! failback while this process ran no claim and no check) is left to Postgres, which
 //! refuses whatever stale counters admit wrongly.
+//!
+//! Postgres has an identity too: its system identifier and the timeline it writes on. A
+//! failover to an asynchronous standby that lacked the last commits, or a point-in-time
+//! restore, gives it a new timeline, and Redis then counts coupons this Postgres never
+//! stored (the stock they took never sells again). Redis state is built against the pair;
+//! a change of either rebuilds the live templates from the Postgres the engine now reaches.
+//! Postgres is read through the engine's stable address (a VIP, HAProxy or PgBouncer in
+//! front of the primary); the periodic check notices a new one within
+//! `identity_check_interval` (docs/api.md, "Postgres failover").
 
 use std::{
     sync::{Weak, atomic::Ordering},
     time::Duration,
 };
 
-use super::{CouponEngine, Inner, rebuild::Trigger};
+use super::{CouponEngine, Inner};
 use crate::{
     error::{EngineError, EngineResult},
-    store::postgres,
+    store::postgres::{self, StoreIdentities},
 };
 
 /// Checks of a new server one NOSCRIPT may go through while it keeps changing under them.
@@ -111,32 +120,56 @@ impl CouponEngine {
         ))
     }
 
-    /// Compares Redis's `run_id` with the one recorded for this namespace and, if Redis
-    /// changed, rebuilds every live template from Postgres before recording the new one.
-    /// Returns true when a change was found.
+    /// Compares the stores' identities (Redis's `run_id`, Postgres's system identifier and
+    /// timeline) with the pair recorded for this namespace and, if either changed, rebuilds
+    /// every live template from Postgres before recording the new pair. Returns true when a
+    /// change was found (by this check, or by another server's while this one waited).
     pub async fn check_redis_identity(&self) -> EngineResult<bool> {
         Ok(self.check_identity().await?.0)
     }
 
-    /// [`Self::check_redis_identity`], and the identity it checked.
+    /// [`Self::check_redis_identity`], and the Redis identity it checked.
+    ///
+    /// The recorded pair's row stays locked from the read to the record, so servers that
+    /// notice one change at once take turns: the first rebuilds, the others find the new
+    /// pair recorded and rebuild nothing (one epoch bump per template per change). The lock
+    /// is held on a transaction kept open through the rebuilds, which may take longer than
+    /// the pool's idle-in-transaction limit on a template with millions of shoppers.
     async fn check_identity(&self) -> EngineResult<(bool, String)> {
         let run_id = self.inner.redis.identity().await?;
         self.renew_claim_script_for(&run_id);
         let ns = self.inner.redis.namespace();
-        let recorded = postgres::redis_identity(&self.inner.pg, ns).await?;
-        if recorded.as_deref() == Some(run_id.as_str()) {
+        let mut tx = self.inner.pg.begin().await?;
+        sqlx::query("SET LOCAL idle_in_transaction_session_timeout = 0")
+            .execute(&mut *tx)
+            .await?;
+        let current = StoreIdentities {
+            redis: run_id.clone(),
+            postgres: Some(postgres::postgres_identity(&mut tx).await?),
+        };
+        let recorded = postgres::lock_store_identities(&mut tx, ns).await?;
+        let change = recorded.as_ref().and_then(|r| identity_change(r, &current));
+        #[cfg(feature = "mutants")]
+        let change = crate::mutants::identity_change(self, recorded.as_ref(), &current, change);
+        if recorded.is_some() && change.is_none() {
+            // Same stores; a row recorded before Postgres's identity was known is completed.
+            if recorded.as_ref().is_some_and(|r| r.postgres.is_none()) {
+                postgres::record_store_identities(&mut tx, ns, &current).await?;
+            }
+            tx.commit().await?;
             return Ok((false, run_id));
         }
-        if let Some(old) = &recorded {
+        if let (Some(old), Some(what)) = (&recorded, change) {
             self.suspect_redis();
-            tracing::warn!(namespace = ns, old = %old, new = %run_id,
-                "redis restarted or failed over: rebuilding live templates before trusting its counters");
+            tracing::warn!(namespace = ns, changed = what, old = ?old, new = ?current,
+                "a store restarted, failed over or was restored: rebuilding live templates from postgres before trusting redis's counters");
             for id in postgres::live_template_ids(&self.inner.pg).await? {
-                self.resync(id, Trigger::Always).await?;
+                self.resync_for_stores(id, &current).await?;
             }
         }
         // Recorded only after every rebuild succeeded: a failure is retried on the next check.
-        postgres::record_redis_identity(&self.inner.pg, ns, &run_id).await?;
+        postgres::record_store_identities(&mut tx, ns, &current).await?;
+        tx.commit().await?;
         Ok((recorded.is_some(), run_id))
     }
 
@@ -156,5 +189,21 @@ impl CouponEngine {
             self.inner.redis.renew_claim_script();
             *made_for = Some(identity.to_owned());
         }
+    }
+}
+
+/// Which store changed between the recorded pair and the current one (None: neither). A
+/// pair recorded before Postgres's identity was known counts only Redis.
+pub(crate) fn identity_change(
+    recorded: &StoreIdentities,
+    current: &StoreIdentities,
+) -> Option<&'static str> {
+    let redis = recorded.redis != current.redis;
+    let postgres = recorded.postgres.is_some() && recorded.postgres != current.postgres;
+    match (redis, postgres) {
+        (false, false) => None,
+        (true, false) => Some("redis"),
+        (false, true) => Some("postgres"),
+        (true, true) => Some("redis and postgres"),
     }
 }

@@ -14,6 +14,7 @@ mod reconcile;
 mod redeem;
 mod refund;
 mod risky_settings;
+mod sold_out;
 mod stale_admissions;
 mod suspect;
 
@@ -40,6 +41,7 @@ pub(crate) use reconcile::pending_per_user;
 pub use reconcile::{ReconcileOptions, ReconcileReport, TemplateDrift};
 pub use redeem::Redemption;
 pub use refund::RefundReceipt;
+pub(crate) use sold_out::GateSays;
 pub use stale_admissions::{StaleAdmissions, StaleCount};
 
 use crate::{
@@ -79,8 +81,13 @@ struct Inner {
     failpoints: Failpoints,
     /// Async mode: acknowledged claims Postgres refused (lost acknowledgements).
     acks_refused: AtomicU64,
+    /// Retries of claims Redis holds as settled that Postgres has no row for (`claim.rs`).
+    settled_missing: AtomicU64,
     /// Sync mode: claims Redis admitted and Postgres refused (`claim.rs`).
     stale_admissions: stale_admissions::Counts,
+    /// The rebuild under way per template in this process (`rebuild.rs`).
+    rebuilds: rebuild::InFlight,
+    sold_out: sold_out::SoldOutGates,
     /// Until when (ms since the Unix epoch) Redis refusals are checked against Postgres.
     redis_suspect_until: AtomicU64,
     /// One check at a time of a server that answered NOSCRIPT (`identity.rs`).
@@ -141,7 +148,10 @@ impl CouponEngine {
                 shutdown: Mutex::new(None),
                 failpoints,
                 acks_refused: AtomicU64::new(0),
+                settled_missing: AtomicU64::new(0),
                 stale_admissions: stale_admissions::Counts::default(),
+                rebuilds: rebuild::InFlight::default(),
+                sold_out: sold_out::SoldOutGates::default(),
                 redis_suspect_until: AtomicU64::new(0),
                 new_server_gate: Mutex::new(()),
                 new_server_checks: AtomicU64::new(0),
@@ -190,6 +200,12 @@ impl CouponEngine {
     /// The configuration.
     pub fn config(&self) -> &EngineConfig {
         &self.inner.config
+    }
+
+    /// The sold-out gates (mutants read them).
+    #[cfg(feature = "mutants")]
+    pub(crate) fn sold_out_gates(&self) -> &sold_out::SoldOutGates {
+        &self.inner.sold_out
     }
 
     /// Fault-injection points of this engine (inert without the `failpoints` feature).
@@ -282,6 +298,13 @@ impl CouponEngine {
     /// acknowledgement, reported by the harness as I6).
     pub fn acknowledged_claims_refused(&self) -> u64 {
         self.inner.acks_refused.load(Ordering::Relaxed)
+    }
+
+    /// Retries of claims Redis held as settled that Postgres had no row for, since start:
+    /// after a Postgres failover, claims acknowledged by the old primary and lost with it
+    /// (those a client retried; the rest only the harness's record can name).
+    pub fn settled_claims_missing(&self) -> u64 {
+        self.inner.settled_missing.load(Ordering::Relaxed)
     }
 
     /// Remaining stock in Redis (None if the keys are absent).

@@ -45,6 +45,9 @@ impl CouponEngine {
             }
             postgres::mark_outbox_applied(&mut tx, &done).await?;
             tx.commit().await?;
+            if applied > 0 {
+                self.stock_came_back(template_id);
+            }
             if done.len() < rows.len() || (rows.len() as i64) < RELAY_BATCH {
                 return Ok(applied);
             }

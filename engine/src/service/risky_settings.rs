@@ -36,7 +36,9 @@ impl CouponEngine {
     /// What Postgres's durability settings put at risk, in words (empty when nothing, or
     /// when they cannot be read). A sync claim is answered from its batch's commit, so a
     /// commit that does not wait for its flush (`synchronous_commit = off`) or a flush that
-    /// is not one (`fsync = off`) lets a crash take back claims already acknowledged.
+    /// is not one (`fsync = off`) lets a crash take back claims already acknowledged, and a
+    /// commit that does not wait for a standby (`synchronous_commit = local`, or a standby
+    /// replicating asynchronously) lets a failover take them back.
     pub async fn postgres_durability_risks(&self) -> Vec<String> {
         let Ok((sync_commit, fsync)) = postgres::durability_settings(&self.inner.pg).await else {
             return Vec::new();
@@ -45,9 +47,27 @@ impl CouponEngine {
         if sync_commit == "off" {
             risks.push(
                 "Postgres synchronous_commit is off: a Postgres crash can lose sync claims \
-                 already acknowledged. Use on (the default), local or remote_*"
+                 already acknowledged. Use on (the default) or remote_apply, with a \
+                 synchronous standby"
                     .to_owned(),
             );
+        } else if sync_commit == "local" {
+            risks.push(
+                "Postgres synchronous_commit is local: a commit does not wait for any \
+                 standby, so a failover loses the sync claims acknowledged last. Use on or \
+                 remote_apply with synchronous_standby_names set"
+                    .to_owned(),
+            );
+        }
+        if let Ok(asynchronous) = postgres::asynchronous_standbys(&self.inner.pg).await
+            && !asynchronous.is_empty()
+        {
+            risks.push(format!(
+                "Postgres replicates asynchronously to {}: a failover to it loses the claims \
+                 acknowledged since its last replay. Name it in synchronous_standby_names \
+                 (with synchronous_commit on or remote_apply) if failovers must lose nothing",
+                asynchronous.join(", ")
+            ));
         }
         if fsync == "off" {
             risks.push(

@@ -4,9 +4,9 @@
 //! issue more than `total_stock` coupons or more than `per_user_limit` to one user.
 //!
 //! One transaction and one round trip per batch: `coupon_decide_claims` (a function of the
-//! schema, see the migrations) inserts the batch's rows, then locks the counter row (the hot
-//! row is touched once per batch, not once per claim, and other servers' batches of the
-//! template insert while it is held) and checks the stock, the epoch and each user's count
+//! schema: its current text is `engine/sql/claim_decision.sql`) inserts the batch's rows,
+//! then locks the counter row (the hot row is touched once per batch, not once per claim,
+//! and other servers' batches of the template insert while it is held) and checks the stock, the epoch and each user's count
 //! against everything committed before it; a batch that is not stored whole (a retry, a
 //! refusal, a fence) takes its rows back and is decided intent by intent in arrival order
 //! under the lock. It commits once. Nothing is half-applied: an error rolls the whole batch
@@ -81,7 +81,9 @@ pub enum Window {
 pub enum Arbitration {
     /// Postgres decides (the real engine).
     Enforced,
-    /// Redis's word is taken, the counter kept (mutant D8 and the Redis-side mutants).
+    /// Redis's word is taken, the counter kept (mutant D8 and the Redis-side mutants; not
+    /// in a build without them, so no release server can run it).
+    #[cfg(feature = "mutants")]
     TrustRedis,
 }
 
@@ -120,6 +122,7 @@ pub async fn decide_batch_within(
     match arbitration {
         // Autocommit: the function's statements are one transaction, committed once.
         Arbitration::Enforced => decide_on(conn, template, intents, arbitration, window).await,
+        #[cfg(feature = "mutants")]
         Arbitration::TrustRedis => decide_trusting_redis(conn, template, intents).await,
     }
 }
@@ -132,6 +135,7 @@ pub async fn decide_batch_within(
 /// fault or no fault. The counter is recounted, not bumped: the decision holds the counter
 /// row until this transaction ends, so the count sees every batch committed before it, and
 /// a batch that raced this one on the same request id adds nothing twice.
+#[cfg(feature = "mutants")]
 async fn decide_trusting_redis(
     conn: &mut PgConnection,
     template: &Template,

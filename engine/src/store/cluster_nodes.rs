@@ -20,6 +20,10 @@ pub struct ClusterNode {
     pub replica_of: Option<String>,
     /// Slot ranges it serves (inclusive).
     pub slots: Vec<(i64, i64)>,
+    /// The line is the answering node's own (`myself`): what it says of itself.
+    pub myself: bool,
+    /// Its configuration epoch: of two nodes claiming a slot, the higher one owns it.
+    pub config_epoch: u64,
 }
 
 impl ClusterNode {
@@ -27,6 +31,48 @@ impl ClusterNode {
     pub fn serves(&self, slot: i64) -> bool {
         self.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot))
     }
+
+    fn overlaps(&self, other: &ClusterNode) -> bool {
+        self.slots
+            .iter()
+            .any(|(a, b)| other.slots.iter().any(|(c, d)| a <= d && c <= b))
+    }
+}
+
+/// Whom to ask for the cluster's identity, from one member's view: `must` answer (masters
+/// with slots that the cluster has not agreed are down; a `fail?` is only this member's
+/// opinion, so it is asked, not dropped), `may` answer (replicas, one of which may have
+/// been promoted without this member knowing yet).
+pub fn identity_candidates(reply: &str) -> (Vec<String>, Vec<String>) {
+    let (mut must, mut may) = (Vec::new(), Vec::new());
+    for n in parse(reply).into_iter().filter(|n| !n.failed) {
+        if n.master && !n.slots.is_empty() {
+            must.push(n.addr);
+        } else if !n.master {
+            may.push(n.addr);
+        }
+    }
+    (must, may)
+}
+
+/// The masters that own slots, each as it describes itself (its `myself` line) with its
+/// `run_id`: a node that claims slots another claims with a higher configuration epoch
+/// has lost them (a master cut off while its replica was promoted) and is left out, as are
+/// masters without slots (an empty master added does not change what holds the data).
+pub fn slot_owners(selves: Vec<(ClusterNode, String)>) -> Vec<String> {
+    let mut owners: Vec<String> = selves
+        .iter()
+        .filter(|(n, _)| n.master && !n.slots.is_empty())
+        .filter(|(n, _)| {
+            !selves.iter().any(|(other, _)| {
+                other.master && other.config_epoch > n.config_epoch && other.overlaps(n)
+            })
+        })
+        .map(|(_, run_id)| run_id.clone())
+        .collect();
+    owners.sort();
+    owners.dedup();
+    owners
 }
 
 /// Every node of a `CLUSTER NODES` reply (lines it cannot read are skipped).
@@ -70,6 +116,8 @@ fn parse_line(line: &str) -> Option<ClusterNode> {
         suspected: flags.contains(&"fail?"),
         replica_of: f.get(3).filter(|m| **m != "-").map(|m| (*m).to_owned()),
         slots,
+        myself: flags.contains(&"myself"),
+        config_epoch: f.get(6).and_then(|e| e.parse().ok()).unwrap_or(0),
     })
 }
 
@@ -94,6 +142,40 @@ a5 127.0.0.1:7005@17005,host master - 0 0 5 connected 10923-16383
         assert_eq!(n[3].replica_of.as_deref(), Some("a1"));
         assert!(n[2].failed && n[1].suspected);
         assert_eq!(n[4].addr, "127.0.0.1:7005");
+    }
+
+    #[test]
+    fn identity_asks_suspected_masters_and_replicas_but_not_failed_ones() {
+        let (must, may) = identity_candidates(NODES);
+        assert_eq!(must, ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7005"]);
+        assert_eq!(may, ["127.0.0.1:7004"]);
+    }
+
+    fn own(line: &str, run_id: &str) -> (ClusterNode, String) {
+        let node = parse_line(line).unwrap_or_else(|| panic!("unreadable: {line}"));
+        (node, run_id.to_owned())
+    }
+
+    #[test]
+    fn the_slot_owner_with_the_higher_config_epoch_wins_and_empty_masters_do_not_count() {
+        let selves = vec![
+            own(
+                "a1 127.0.0.1:7001@1 myself,master - 0 0 1 connected 0-8000",
+                "r1",
+            ),
+            // a1's replica, promoted while a1 was cut off: a1 still claims its slots.
+            own(
+                "a4 127.0.0.1:7004@1 myself,master - 0 0 7 connected 0-8000",
+                "r4",
+            ),
+            own(
+                "a2 127.0.0.1:7002@1 myself,master - 0 0 2 connected 8001-16383",
+                "r2",
+            ),
+            own("a6 127.0.0.1:7006@1 myself,master - 0 0 8 connected", "r6"),
+            own("a5 127.0.0.1:7005@1 myself,slave a2 0 0 2 connected", "r5"),
+        ];
+        assert_eq!(slot_owners(selves), ["r2", "r4"]);
     }
 
     #[test]

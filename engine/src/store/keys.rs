@@ -20,6 +20,8 @@ pub struct TemplateKeys {
     pub epoch: String,
     /// Set of stock_outbox ids already applied (exactly-once relay).
     pub applied: String,
+    /// The epoch of the rebuild under way, until it is published.
+    pub rebuilding: String,
 }
 
 impl TemplateKeys {
@@ -32,6 +34,7 @@ impl TemplateKeys {
             pending: format!("{prefix}pending"),
             epoch: format!("{prefix}epoch"),
             applied: format!("{prefix}applied"),
+            rebuilding: format!("{prefix}rebuilding"),
             prefix,
         }
     }
@@ -40,6 +43,11 @@ impl TemplateKeys {
     /// since Redis before 7.4 has no hash-field expiry).
     pub fn req(&self, request_id: &str) -> String {
         format!("{}req:{request_id}", self.prefix)
+    }
+
+    /// The `claimed` hash a rebuild of `epoch` builds in slices before it is published.
+    pub fn staging(&self, epoch: i64) -> String {
+        format!("{}claimed:staging:{epoch}", self.prefix)
     }
 
     /// A SCAN pattern matching every key of this template.

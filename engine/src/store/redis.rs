@@ -13,14 +13,15 @@ use crate::domain::ids::{RequestId, TemplateId, UserId};
 
 use super::{
     keys::{TemplateKeys, coupon_lock},
-    records::RecentClaim,
     redis_conn::{RedisConn, RedisTarget, delete_matching},
 };
 
+mod rebuild;
 mod replies;
 #[cfg(feature = "mutants")]
 mod unscripted;
 
+pub use rebuild::{Published, SLICE};
 use replies::parse_claim;
 pub use replies::{ClaimScript, Grant, OutboxApply, PendingIntent, RequestRecord};
 
@@ -38,7 +39,8 @@ struct Scripts {
     release: Script,
     unlock: Script,
     outbox_apply: Script,
-    rebuild: Script,
+    rebuild_fence: Script,
+    rebuild_publish: Script,
     unpend: Script,
     forget: Script,
 }
@@ -50,7 +52,8 @@ impl Scripts {
             release: Script::new(include_str!("../../lua/release.lua")),
             unlock: Script::new(include_str!("../../lua/unlock.lua")),
             outbox_apply: Script::new(include_str!("../../lua/outbox_apply.lua")),
-            rebuild: Script::new(include_str!("../../lua/rebuild.lua")),
+            rebuild_fence: Script::new(include_str!("../../lua/rebuild_fence.lua")),
+            rebuild_publish: Script::new(include_str!("../../lua/rebuild_publish.lua")),
             unpend: Script::new(include_str!("../../lua/unpend.lua")),
             forget: Script::new(include_str!("../../lua/forget.lua")),
         }
@@ -238,7 +241,8 @@ impl RedisStore {
             &s.release,
             &s.unlock,
             &s.outbox_apply,
-            &s.rebuild,
+            &s.rebuild_fence,
+            &s.rebuild_publish,
             &s.unpend,
             &s.forget,
         ])
@@ -385,72 +389,12 @@ impl RedisStore {
         })
     }
 
-    /// Replaces the template's claim state with counts from Postgres, under `epoch`.
-    pub async fn rebuild(
-        &self,
-        template: TemplateId,
-        stock: i64,
-        epoch: i64,
-        claimed: &[(String, i64)],
-    ) -> RedisResult<()> {
-        let k = self.keys(template);
-        let mut inv = self.scripts.rebuild.key(&k.stock);
-        inv.key(&k.claimed)
-            .key(&k.pending)
-            .key(&k.epoch)
-            .key(&k.applied)
-            .arg(stock)
-            .arg(epoch);
-        for (user, n) in claimed {
-            inv.arg(user).arg(*n);
-        }
-        inv.invoke_async::<i64>(&mut self.conn.clone())
-            .await
-            .map(drop)
-    }
-
     /// Number of intents in the template's pending hash.
     pub async fn pending_len(&self, template: TemplateId) -> RedisResult<i64> {
         redis::cmd("HLEN")
             .arg(self.keys(template).pending)
             .query_async(&mut self.conn.clone())
             .await
-    }
-
-    /// Re-records the outcome of persisted claims under a new epoch, so a retry after a
-    /// rebuild gets its coupon back instead of a refusal (written before the stock key, so
-    /// no claim can run in between).
-    pub async fn restore_requests(
-        &self,
-        template: TemplateId,
-        claims: &[RecentClaim],
-        epoch: i64,
-        remaining: i64,
-        now_ms: i64,
-    ) -> RedisResult<()> {
-        let k = self.keys(template);
-        for chunk in claims.chunks(1000) {
-            let mut pipe = redis::pipe();
-            for c in chunk {
-                pipe.cmd("SET")
-                    .arg(k.req(&c.claim_request_id))
-                    .arg(
-                        RequestRecord {
-                            coupon_id: c.id,
-                            user_id: &c.user_id,
-                            remaining,
-                            epoch,
-                            at_ms: now_ms,
-                        }
-                        .encode(),
-                    )
-                    .arg("PX")
-                    .arg(c.ttl_ms.max(1))
-                    .ignore();
-            }
-            self.pipe_on::<()>(&k.stock, &pipe).await?;
-        }
-        Ok(())
     }
 
     /// Remaining stock, None if the template is not initialised.

@@ -180,22 +180,34 @@ impl RedisConn {
 
     /// The identity of the Redis the engine's state lives in: another one means a restart
     /// or a failover, and with it possibly stale state. One node: its `run_id`. A cluster:
-    /// the sorted `run_id`s of every master, so a restarted master or a promoted replica
-    /// (which has a `run_id` of its own) changes it. The masters are those a node lists now,
-    /// each asked over a connection of its own: the client's slot map may still name the old
-    /// master until a command of the engine meets a MOVED.
+    /// the sorted `run_id`s of the masters that own slots, each by its own answer (its
+    /// `myself` line and `INFO server`), not by one member's gossip: a `fail?` flag is one
+    /// node's opinion, and under a partial partition it flipped the identity back and forth,
+    /// each flip a rebuild of every template. A master that must answer and does not makes
+    /// the identity unknown (an error), never a smaller set; a master without slots does not
+    /// count (adding one moves no data).
     pub async fn identity(&mut self) -> RedisResult<String> {
         let seed = match self {
             Self::Node(c) => return run_id(&info_server(c).await?),
             Self::Cluster(h) => h.seed.clone(),
         };
-        let mut ids = Vec::new();
-        for addr in self.cluster_masters().await? {
-            let mut node = node_connection(&seed, &addr).await?;
-            ids.push(run_id(&info_server(&mut node).await?)?);
+        let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(self).await?;
+        let (must, may) = super::cluster_nodes::identity_candidates(&nodes);
+        let mut selves = Vec::new();
+        for (addr, required) in must
+            .iter()
+            .map(|a| (a, true))
+            .chain(may.iter().map(|a| (a, false)))
+        {
+            match own_view(&seed, addr).await {
+                Ok(Some(me)) => selves.push(me),
+                Ok(None) => {}
+                Err(e) if required => return Err(e),
+                Err(e) => tracing::debug!(%addr, error = %e, "a replica did not answer"),
+            }
         }
-        ids.sort();
-        Ok(format!("cluster:{}", ids.join(",")))
+        let owners = super::cluster_nodes::slot_owners(selves);
+        Ok(format!("cluster:{}", owners.join(",")))
     }
 
     /// Loads `scripts` on the node, or on each master of a cluster (those a node lists now)
@@ -270,6 +282,25 @@ fn node_url(seed: &str, addr: &str) -> String {
         Some(c) => format!("{scheme}://{c}@{addr}/{path}"),
         None => format!("{scheme}://{addr}/{path}"),
     }
+}
+
+/// What the node at `addr` says of itself (its `myself` line) and its `run_id`.
+async fn own_view(
+    seed: &str,
+    addr: &str,
+) -> RedisResult<Option<(super::cluster_nodes::ClusterNode, String)>> {
+    let mut node = node_connection(seed, addr).await?;
+    let nodes: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(&mut node)
+        .await?;
+    let Some(me) = super::cluster_nodes::parse(&nodes)
+        .into_iter()
+        .find(|n| n.myself)
+    else {
+        return Ok(None);
+    };
+    Ok(Some((me, run_id(&info_server(&mut node).await?)?)))
 }
 
 fn run_id(info: &str) -> RedisResult<String> {

@@ -297,15 +297,20 @@ async fn a_lock_whose_order_never_paid_lapses_and_is_swept() {
         |order: &str, user: &str| json!({"order_id": order, "user_id": user, "ttl_secs": 1});
     let (s, lock) = app.order("lock", &first, one_sec("o1", "alice")).await;
     assert_eq!(s, StatusCode::OK, "{lock}");
-    let (s, _) = app.order("lock", &second, one_sec("o9", "bob")).await;
+    let (s, later) = app.order("lock", &second, one_sec("o9", "bob")).await;
     assert_eq!(s, StatusCode::OK);
-    // Wait for Postgres's clock (the one that judges locks) to pass the lock's end: a
-    // condition, not a guess at how long that takes.
-    let until = time::OffsetDateTime::parse(
-        lock["locked_until"].as_str().unwrap(),
-        &time::format_description::well_known::Rfc3339,
-    )
-    .unwrap();
+    // Wait for Postgres's clock (the one that judges locks) to pass both locks' ends: a
+    // condition, not a guess at how long that takes. Bob's was taken after alice's and ends
+    // later; waiting for alice's alone let the sweep run before bob's lapsed on a busy
+    // machine.
+    let end = |lock: &Value| {
+        time::OffsetDateTime::parse(
+            lock["locked_until"].as_str().unwrap(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap()
+    };
+    let until = end(&lock).max(end(&later));
     loop {
         let passed: bool = sqlx::query_scalar("SELECT now() > $1")
             .bind(until)

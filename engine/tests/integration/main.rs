@@ -5,18 +5,22 @@
 mod arbiter;
 mod batch_connection;
 mod batch_plan;
+mod big_rebuild;
 mod checkout;
 mod claim;
+mod claim_decision_sql;
 mod containers;
 mod grey_failures;
 mod http_api;
 mod http_trust;
 mod lookup_plans;
 mod openapi_contract;
+mod pg_failover;
 mod postgres_crash;
 mod redeem_refund;
 mod redis_cluster;
 mod risky_settings;
+mod sold_out_gate;
 mod stale_redis;
 
 use coupon_engine::domain::ids::{RequestId, UserId};

@@ -213,6 +213,31 @@ async fn a_killed_master_fails_over_and_the_sale_sells_exactly_its_stock() -> R 
     Ok(())
 }
 
+/// An operator adds an empty master before resharding onto it: no data moved, so nothing
+/// is rebuilt (round 2 counted every master a node listed, and rebuilt every template).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_master_added_changes_nothing_and_rebuilds_nothing() -> R {
+    let on = OnCluster::start(Variant::Correct).await?;
+    let t = on.sale(100).await?;
+    on.env.engine.check_redis_identity().await?;
+    assert_eq!(on.claims(t, "a", 10).await?, 10);
+    let before = on.env.engine.redis().complete_epoch(t).await?;
+    let added = on.on_cluster(LocalCluster::add_empty_master).await?;
+    assert!(
+        !on.env.engine.check_redis_identity().await?,
+        "a master without slots (:{added}) is no change of where the data lives"
+    );
+    assert_eq!(
+        on.env.engine.redis().complete_epoch(t).await?,
+        before,
+        "rebuilt for nothing"
+    );
+    assert_eq!(on.claims(t, "b", 10).await?, 10);
+    on.audit_ok(t).await?;
+    drop(on);
+    Ok(())
+}
+
 /// Claims 30, cuts the replication of the template's master, claims 40 more (the replica
 /// misses them), promotes the replica with TAKEOVER and claims 200 more: returns the
 /// coupons Postgres holds. A `warm` replica is given the engine's current scripts first,

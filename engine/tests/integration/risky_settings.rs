@@ -43,13 +43,7 @@ async fn synchronous_commit_off_is_named_and_the_default_is_not() -> anyhow::Res
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_eviction_policy_but_noeviction_is_named() -> anyhow::Result<()> {
     let redis = LocalRedis::start()?;
-    let shared = shared_backends().await?;
-    let backends = Arc::new(Backends::with_urls(
-        redis.url(),
-        shared.database_url.clone(),
-        None,
-    ));
-    let env = TestEnv::on(backends, EngineConfig::default()).await?;
+    let env = TestEnv::on_redis(redis.url(), EngineConfig::default()).await?;
     let mut conn = env.engine.redis().connection();
     for (policy, named) in [
         ("noeviction", None),

@@ -1,4 +1,4 @@
-//! The auditor's report of each template (I1–I5, from live Redis and Postgres).
+//! The auditor's report of each template (I1–I5, I12–I14, from live Redis and Postgres).
 
 use coupon_engine::Invariant;
 
@@ -13,6 +13,9 @@ pub(super) fn check(ev: &Evidence<'_>, f: &mut Findings) {
             Invariant::I3,
             Invariant::I4,
             Invariant::I5,
+            Invariant::I12,
+            Invariant::I13,
+            Invariant::I14,
         ] {
             f.checked(
                 id,

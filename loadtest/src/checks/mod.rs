@@ -72,7 +72,7 @@ pub(crate) struct Evidence<'a> {
 
 /// The invariants the load test judges, and where the evidence of each comes from (their
 /// titles are the engine's catalog's).
-const SOURCES: [(Invariant, &str); 8] = [
+const SOURCES: [(Invariant, &str); 11] = [
     (Invariant::I1, "auditor + acknowledgements"),
     (Invariant::I2, "auditor + servers' /metrics"),
     (
@@ -87,6 +87,9 @@ const SOURCES: [(Invariant, &str); 8] = [
         Invariant::I11,
         "acknowledgements (locks, redemptions, releases, refunds)",
     ),
+    (Invariant::I12, "auditor (checkout locks)"),
+    (Invariant::I13, "auditor (discounts)"),
+    (Invariant::I14, "auditor (rebuilds per store change)"),
 ];
 
 /// Collects findings per invariant.
@@ -106,25 +109,31 @@ impl Findings {
     }
 
     fn into_results(mut self) -> Vec<InvariantResult> {
-        SOURCES
+        let mut results: Vec<InvariantResult> = SOURCES
             .iter()
-            .map(|(id, sources)| {
-                let mut details = self.details.remove(id).unwrap_or_default();
-                if details.len() > MAX_DETAILS {
-                    let rest = details.len() - MAX_DETAILS;
-                    details.truncate(MAX_DETAILS);
-                    details.push(format!("… and {rest} more"));
-                }
-                InvariantResult {
-                    id: id.id().to_owned(),
-                    title: id.title().to_owned(),
-                    passed: details.is_empty(),
-                    sources: (*sources).to_owned(),
-                    checked: self.checked.remove(id).unwrap_or_default(),
-                    details,
-                }
-            })
-            .collect()
+            .map(|(id, sources)| self.result(*id, sources))
+            .collect();
+        // A finding of an invariant outside the list is still a failure, never dropped.
+        let others: Vec<Invariant> = self.details.keys().copied().collect();
+        results.extend(others.into_iter().map(|id| self.result(id, "auditor")));
+        results
+    }
+
+    fn result(&mut self, id: Invariant, sources: &str) -> InvariantResult {
+        let mut details = self.details.remove(&id).unwrap_or_default();
+        if details.len() > MAX_DETAILS {
+            let rest = details.len() - MAX_DETAILS;
+            details.truncate(MAX_DETAILS);
+            details.push(format!("… and {rest} more"));
+        }
+        InvariantResult {
+            id: id.id().to_owned(),
+            title: id.title().to_owned(),
+            passed: details.is_empty(),
+            sources: sources.to_owned(),
+            checked: self.checked.remove(&id).unwrap_or_default(),
+            details,
+        }
     }
 }
 

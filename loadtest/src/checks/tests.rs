@@ -357,3 +357,30 @@ fn two_orders_holding_one_coupon_are_caught_unless_one_let_go() {
     ];
     assert!(run(lost_release, CouponStatus::Locked, Some("o1")).contains(&"I6".to_owned()));
 }
+
+/// Every finding of the auditor fails the run, whichever invariant it names: round 2's list
+/// had no I12–I14, and their findings were dropped (a rebuild storm, D15, passed).
+#[test]
+fn every_auditor_finding_fails_the_run() {
+    let t = template(1, 1, RefundPolicy::ReturnToUser);
+    for id in [
+        Invariant::I12,
+        Invariant::I13,
+        Invariant::I14,
+        Invariant::I9,
+    ] {
+        let mut a = audit(&t);
+        a.violations
+            .push(coupon_engine::Finding::new(id, "seen by the auditor"));
+        let audits = vec![a];
+        let r = evaluate(&Evidence {
+            refusals_not_kept: 0,
+            events: &[],
+            templates: std::slice::from_ref(&t),
+            audits: &audits,
+            wallets: &HashMap::new(),
+            stale_admissions: Some(no_stale_admissions()),
+        });
+        assert_eq!(failed(&r), [id.id().to_owned()], "{r:#?}");
+    }
+}

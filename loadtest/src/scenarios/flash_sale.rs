@@ -1,6 +1,8 @@
 //! `flash-sale`: every iteration a shopper races for the one hot template (stock far below
 //! demand, per-user limit 1 by default). A granted claim is sometimes sent again with the
-//! same request id (it must answer the same coupon) and the wallet sometimes viewed.
+//! same request id (it must answer the same coupon), at once or on the shopper's next visit
+//! (a late retry, which meets the sale sold out: a server that answers the sold-out flood
+//! itself must still give it its coupon), and the wallet sometimes viewed.
 
 use goose::prelude::*;
 
@@ -11,6 +13,10 @@ use super::{
 };
 use crate::templates::Role;
 
+/// Visits a late retry waits: some hundreds of milliseconds at the usual pace, so that most
+/// arrive after the sale sold out.
+const LATE_RETRY_AFTER: u64 = 100;
+
 /// Share of granted shoppers who then look at their wallet.
 const VIEW_WALLET: f64 = 0.2;
 
@@ -20,8 +26,21 @@ pub(crate) async fn iteration(
     ctx: &Ctx,
     s: &mut Session,
 ) -> TransactionResult {
-    let (_, customer) = ctx.customer(s.idx, s.iter);
     let hot = ctx.template(Role::Hot).id;
+    if let Some((_, n, request_id)) = s.late_retry.take_if(|(due, ..)| *due <= s.iter) {
+        let earlier = Sender {
+            goose_user: s.idx,
+            customer: &ctx.customers[n],
+        };
+        ops::send(
+            user,
+            ctx,
+            earlier,
+            Request::claim(hot, &request_id).repeated(),
+        )
+        .await?;
+    }
+    let (n, customer) = ctx.customer(s.idx, s.iter);
     let request_id = format!("{}-{}-{}", ctx.tag, s.idx, s.iter);
     let me = Sender {
         goose_user: s.idx,
@@ -32,6 +51,8 @@ pub(crate) async fn iteration(
     if answer.is_ok() {
         if s.rng.chance(ctx.duplicate_rate) {
             ops::send(user, ctx, me, claim().repeated()).await?;
+        } else if s.rng.chance(ctx.duplicate_rate) {
+            s.late_retry = Some((s.iter + LATE_RETRY_AFTER, n, request_id.clone()));
         }
         if s.rng.chance(VIEW_WALLET) {
             ops::my_coupons(user, ctx, me).await?;

@@ -76,6 +76,10 @@ pub(crate) struct Session {
     pub rng: Rng,
     /// Iterations done.
     pub iter: u64,
+    /// A granted claim (its shopper's index and request id) to be sent again on a later
+    /// visit (the iteration given), as a client's retry that arrives late: after the sale
+    /// sold out, mostly.
+    pub late_retry: Option<(u64, usize, String)>,
 }
 
 impl Ctx {
@@ -149,6 +153,7 @@ impl Session {
             idx,
             rng: Rng::new(seed, idx as u64),
             iter: 0,
+            late_retry: None,
         }
     }
 }

@@ -1,6 +1,8 @@
 //! A single register with read, write and compare-and-set: Jepsen's etcd test (register
 //! initially unset) and Knossos's `cas-register` (initially 0).
 
+mod sources;
+
 use std::fmt;
 
 use super::edn::Edn;
@@ -135,7 +137,7 @@ impl Model for Register {
     }
 
     fn refute(&self, ops: &[&OpOf<Self>]) -> Option<String> {
-        super::register_sources::refute(self.initial, ops)
+        sources::refute(self.initial, ops)
     }
 }
 

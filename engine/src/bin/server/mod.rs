@@ -103,6 +103,13 @@ pub struct ServerArgs {
     #[arg(long, env = "COUPON_DEADLINE_MS", default_value_t = 4000,
           value_parser = clap::value_parser!(u64).range(100..=600_000))]
     deadline_ms: u64,
+    /// Milliseconds the sold-out gate stands before it is checked again: a sold-out
+    /// template's claims are refused without Redis, and stock given back through another
+    /// server is admitted here again within this bound (0: no gate, every claim reaches
+    /// Redis).
+    #[arg(long, env = "COUPON_SOLD_OUT_RECHECK_MS", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    sold_out_recheck_ms: u64,
     /// Tokio worker threads that serve requests (default: one per CPU). On a machine whose
     /// cores the server shares with Redis and Postgres, fewer workers than cores wake each
     /// other less often, and that is CPU the stores get; one runs everything on the main
@@ -181,6 +188,7 @@ pub async fn run(args: ServerArgs, variant: Variant) -> anyhow::Result<()> {
         group_commit_max: args.group_commit_max.max(1),
         group_commit_wait: std::time::Duration::from_millis(args.group_commit_wait_ms),
         deadline: std::time::Duration::from_millis(args.deadline_ms),
+        sold_out_recheck: Duration::from_millis(args.sold_out_recheck_ms),
         // The auditor's bound on a lapsed lock waiting for its sweep (I12). Without a
         // sweep (interval 0) lapsed locks stay as they are, harmless: they hold nothing.
         lock_sweep_every: Duration::from_secs(match args.reconcile_interval {

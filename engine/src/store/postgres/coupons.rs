@@ -11,9 +11,10 @@ use crate::{
         coupon::{Coupon, CouponStatus},
         ids::{RequestId, TemplateId, UserId},
     },
-    error::EngineResult,
+    error::{EngineError, EngineResult},
     store::records::RecentClaim,
 };
+use futures::{Stream, TryStreamExt};
 
 const COUPON_COLUMNS: &str = "id, template_id, user_id, status, order_id, locked_until, claimed_at, valid_from, \
      valid_until, used_at";
@@ -104,27 +105,43 @@ pub async fn claim_by_request(
     .await?)
 }
 
-/// Counts for a rebuild: coupons counting against stock per user.
+/// Coupons counting against stock, per user, in slices of at most `slice` users (a
+/// rebuild streams them into Redis, so a million shoppers are never in memory or in one
+/// Redis command at once).
+pub fn counted_per_user_slices(
+    conn: &mut PgConnection,
+    template: TemplateId,
+    slice: usize,
+) -> impl Stream<Item = EngineResult<Vec<(String, i64)>>> + Send + '_ {
+    sqlx::query_as::<_, (String, i64)>(
+        "SELECT user_id, count(*) FROM user_coupon \
+         WHERE template_id = $1 AND status <> 'revoked' GROUP BY user_id",
+    )
+    .bind(template)
+    .fetch(conn)
+    .try_chunks(slice)
+    .map_err(|e| EngineError::from(e.1))
+}
+
+/// Coupons counting against stock, per user.
 pub async fn counted_per_user(
     conn: &mut PgConnection,
     template: TemplateId,
 ) -> EngineResult<Vec<(String, i64)>> {
-    Ok(sqlx::query_as(
-        "SELECT user_id, count(*) FROM user_coupon \
-         WHERE template_id = $1 AND status <> 'revoked' GROUP BY user_id ORDER BY user_id",
-    )
-    .bind(template)
-    .fetch_all(conn)
-    .await?)
+    counted_per_user_slices(conn, template, 10_000)
+        .try_concat()
+        .await
 }
 
-/// Claims of a template made within the last `window_ms` (for a rebuild to remember them).
-pub async fn recent_claims(
+/// Claims of a template made within the last `window_ms` (for a rebuild to remember them),
+/// in slices of at most `slice`.
+pub fn recent_claims_slices(
     conn: &mut PgConnection,
     template: TemplateId,
     window_ms: i64,
-) -> EngineResult<Vec<RecentClaim>> {
-    Ok(sqlx::query_as(
+    slice: usize,
+) -> impl Stream<Item = EngineResult<Vec<RecentClaim>>> + Send + '_ {
+    sqlx::query_as::<_, RecentClaim>(
         "SELECT claim_request_id, id, user_id, \
                 ($2 - (extract(epoch FROM now() - claimed_at) * 1000))::bigint AS ttl_ms \
          FROM user_coupon WHERE template_id = $1 \
@@ -132,6 +149,18 @@ pub async fn recent_claims(
     )
     .bind(template)
     .bind(window_ms)
-    .fetch_all(conn)
-    .await?)
+    .fetch(conn)
+    .try_chunks(slice)
+    .map_err(|e| EngineError::from(e.1))
+}
+
+/// Claims of a template made within the last `window_ms`.
+pub async fn recent_claims(
+    conn: &mut PgConnection,
+    template: TemplateId,
+    window_ms: i64,
+) -> EngineResult<Vec<RecentClaim>> {
+    recent_claims_slices(conn, template, window_ms, 10_000)
+        .try_concat()
+        .await
 }

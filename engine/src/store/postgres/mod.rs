@@ -123,6 +123,17 @@ pub async fn durability_settings(pool: &sqlx::PgPool) -> EngineResult<(String, S
     )
 }
 
+/// The standbys this primary streams to without waiting for them (`sync_state = async`),
+/// by application name and address.
+pub async fn asynchronous_standbys(pool: &sqlx::PgPool) -> EngineResult<Vec<String>> {
+    Ok(sqlx::query_scalar(
+        "SELECT application_name || coalesce(' (' || host(client_addr) || ')', '') \
+         FROM pg_stat_replication WHERE sync_state = 'async' ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
 /// Round trip to Postgres.
 pub async fn ping(pool: &sqlx::PgPool) -> EngineResult<()> {
     sqlx::query("SELECT 1").execute(pool).await?;

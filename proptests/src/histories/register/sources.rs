@@ -12,10 +12,10 @@
 
 use std::collections::HashMap;
 
-use super::register::{RegisterOp, RegisterSeen};
+use super::{Register, RegisterOp, RegisterSeen};
 use crate::linearizability::OpOf;
 
-type Op = OpOf<super::register::Register>;
+type Op = OpOf<Register>;
 
 /// What `op` sets the register to, if it may set it.
 fn writes(op: &Op) -> Option<Option<i64>> {

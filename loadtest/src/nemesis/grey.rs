@@ -7,11 +7,12 @@
 
 use std::{sync::Arc, time::Duration};
 
-use coupon_testkit::fault_proxy::{FaultProxy, LinkMode};
-
-use crate::nemesis::{
-    GREY_HOLD, Log, Mark, NemesisEvent, NemesisKind, Target, mid_sale, or_unknown,
+use coupon_testkit::{
+    fault_proxy::{FaultProxy, LinkMode},
+    pg_failover::Replication,
 };
+
+use super::{GREY_HOLD, Log, Mark, NemesisEvent, NemesisKind, Target, mid_sale, or_unknown};
 
 /// Runs `kind` against `t`; `run_for` is the planned length of the load.
 pub(crate) async fn run(kind: NemesisKind, t: Target, run_for: Duration) -> Vec<NemesisEvent> {
@@ -37,6 +38,7 @@ pub(crate) async fn run(kind: NemesisKind, t: Target, run_for: Duration) -> Vec<
             .await;
         }
         NemesisKind::ServerKill => server_kill(&mut log, &t, &stock).await,
+        NemesisKind::PgFailover => failover(&mut log, &t, &stock).await,
         other => log.fail(format!("{other:?} is not a grey fault")),
     }
     log.events
@@ -82,6 +84,41 @@ async fn pause(log: &mut Log, t: &Target, stock: &str) {
     match tokio::task::spawn_blocking(move || pg.resume()).await {
         Ok(Ok(())) => log.mark("postgres resumed (SIGCONT)".into(), Mark::Heal),
         other => log.fail(format!("resuming postgres failed: {other:?}")),
+    }
+}
+
+/// How long the sale goes on with the standby cut off before the primary fails: claims keep
+/// being acknowledged (asynchronous replication) or wait for the standby (synchronous).
+const LAG_BEFORE_FAILOVER: Duration = Duration::from_secs(2);
+
+async fn failover(log: &mut Log, t: &Target, stock: &str) {
+    let Some(pair) = t.grey.replicated_postgres.clone() else {
+        log.fail("no Postgres primary and standby of the run's own: nothing done".into());
+        return;
+    };
+    pair.hold_replication();
+    let replication = match pair.replication() {
+        Replication::Synchronous => "synchronous: commits now wait for it",
+        Replication::Asynchronous => "asynchronous: the primary goes on acknowledging",
+    };
+    log.mark(
+        format!("the standby's replication link held ({replication}; redis stock then: {stock})"),
+        Mark::Fault,
+    );
+    tokio::time::sleep(LAG_BEFORE_FAILOVER).await;
+    let p = pair.clone();
+    match tokio::task::spawn_blocking(move || p.fail_over()).await {
+        Ok(Ok(f)) => log.mark(
+            format!(
+                "primary {} stopped (immediate), standby {} promoted in {:.1} s, the servers' \
+                 address moved to it",
+                f.old_primary,
+                f.new_primary,
+                f.promoted_in.as_secs_f64()
+            ),
+            Mark::Heal,
+        ),
+        other => log.fail(format!("failing over failed: {other:?}")),
     }
 }
 
