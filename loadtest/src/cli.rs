@@ -253,6 +253,12 @@ pub(crate) struct Cli {
     /// directory, to be merged with other generators' by `coupon-loadtest audit RUN_DIR…`.
     #[arg(long)]
     pub no_audit: bool,
+    /// After a sale that sold out: give one coupon per server back to stock and require a
+    /// claim on every server to be granted within this many milliseconds (I9; a server
+    /// that answers the sold-out flood itself must notice stock returned elsewhere). The
+    /// servers' own bound is `--sold-out-recheck-ms` (100 by default). 0: no probe.
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    pub restock_within_ms: u64,
     /// With several servers: `sticky` (each shopper keeps one server) or `request` (every
     /// request goes to the next server in turn).
     #[arg(long, value_name = "HOW", default_value = "sticky")]
@@ -365,6 +371,8 @@ pub(crate) struct Settings {
     pub template: Option<uuid::Uuid>,
     /// Skip the audit (record only).
     pub no_audit: bool,
+    /// The restock probe's bound (None: no probe).
+    pub restock_within: Option<Duration>,
     /// The --target servers' order-service token.
     pub service_token: Option<String>,
     /// Admin token of the external server.
@@ -469,6 +477,8 @@ impl Cli {
             spread: self.spread,
             template: self.template,
             no_audit: self.no_audit,
+            restock_within: (self.restock_within_ms > 0)
+                .then(|| Duration::from_millis(self.restock_within_ms)),
             service_token: self.service_token,
             admin_token: self.admin_token,
             report_dir: self.report_dir,

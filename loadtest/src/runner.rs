@@ -21,7 +21,7 @@ use crate::{
     record::{self, RunRecord},
     recovery,
     report::{self, Report},
-    scenarios::Ctx,
+    scenarios::{self, Ctx},
     setup, stats,
     tally::Tally,
     verdict::Verdict,
@@ -155,6 +155,19 @@ pub(crate) async fn run_to_report(s: Settings) -> anyhow::Result<(Verdict, Repor
         .await?
     };
     invariants.extend(window_check);
+    // After the audit: its refunds change the final state, and must neither hide an oversell
+    // of the sale's nor count in its figures. Its answers still go to acks.jsonl.
+    let mut restock = Vec::new();
+    if let Some(within) = s.restock_within.filter(|_| !s.no_audit) {
+        if let Some((seen, check)) = scenarios::probe_restock(&ctx, &fixture.api, within)
+            .await
+            .context("the restock probe")?
+        {
+            invariants.push(check);
+            restock = seen;
+        }
+        ctx.acks.finish()?;
+    }
     if let Some(server) = fixture.server.take() {
         server
             .stop()
@@ -173,6 +186,7 @@ pub(crate) async fn run_to_report(s: Settings) -> anyhow::Result<(Verdict, Repor
     let findings = (audits, invariants);
     let mut report = build_report(&s, heading, &fixture, attack, nemesis, tally, findings)?;
     report.recoveries = recoveries;
+    report.restock = restock;
     report.open_model = open_model;
     let verdict = report.outcome;
     report::write_all(&dir, &report)?;

@@ -70,6 +70,7 @@ impl Report {
             runs: Vec::new(),
             nemesis: Vec::new(),
             recoveries: Vec::new(),
+            restock: Vec::new(),
             open_model: None,
         }
     }

@@ -82,6 +82,22 @@ fn faults_and_invariants(s: &mut String, r: &Report) {
         }
         s.push('\n');
     }
+    if !r.restock.is_empty() {
+        let _ = writeln!(
+            s,
+            "## Stock given back after the sale sold out\n\n| server | claims sent | granted after (s) |\n|---|---|---|"
+        );
+        for p in &r.restock {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} |",
+                p.server,
+                p.claims,
+                secs(p.granted_after_secs)
+            );
+        }
+        s.push('\n');
+    }
     if !r.recoveries.is_empty() {
         let _ = writeln!(
             s,

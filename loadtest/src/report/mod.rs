@@ -100,6 +100,9 @@ pub(crate) struct Report {
     /// Per fault healed: time to the first refusal and to the first grant after the heal.
     #[serde(default)]
     pub recoveries: Vec<crate::recovery::Recovery>,
+    /// After a sale that sold out: stock given back, claimed again on each server (I9).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restock: Vec<crate::scenarios::ServerRestock>,
     /// An open-model run's arrivals and latencies (`--arrival-rate`, `--arrival-profile`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_model: Option<crate::arrivals::OpenFigures>,

@@ -47,6 +47,18 @@ pub(crate) fn method_name(method: GooseMethod) -> Option<&'static str> {
 impl Transport for LeanUser {
     async fn send(&mut self, ctx: &Ctx, req: &Req<'_>) -> Result<Resp, Box<TransactionError>> {
         let (server, _) = ctx.servers.pick(req.who.home);
+        self.send_to(server, ctx, req).await
+    }
+}
+
+impl LeanUser {
+    /// Sends `req` to server `server`, whatever the run's spread says.
+    async fn send_to(
+        &mut self,
+        server: usize,
+        ctx: &Ctx,
+        req: &Req<'_>,
+    ) -> Result<Resp, Box<TransactionError>> {
         let body = req.body.as_ref().map(Value::to_string);
         let token = req.bearer.unwrap_or(&req.who.token);
         let started = Instant::now();
@@ -67,6 +79,18 @@ impl Transport for LeanUser {
             Err(e) => (None, Value::Null, Some(format!("{e:#}"))),
         };
         Ok(Resp::new(ctx, started, status, body, error, server))
+    }
+}
+
+/// A lean user whose every request goes to one server (a probe of that server).
+pub(crate) struct Pinned {
+    pub lean: LeanUser,
+    pub server: usize,
+}
+
+impl Transport for Pinned {
+    async fn send(&mut self, ctx: &Ctx, req: &Req<'_>) -> Result<Resp, Box<TransactionError>> {
+        self.lean.send_to(self.server, ctx, req).await
     }
 }
 
