@@ -3,13 +3,17 @@
 //! lost acknowledgement — the trade-off of this mode — and is counted, logged and exported.
 //! Intents it cannot write stay pending in Redis for the reconciler.
 
-use std::{collections::HashMap, sync::Weak, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Weak},
+    time::Duration,
+};
 
 use tokio::sync::{mpsc, oneshot};
 
 use super::{CouponEngine, Inner, rebuild::Trigger};
 use crate::{
-    domain::ids::TemplateId,
+    domain::{ids::TemplateId, template::Template},
     error::EngineResult,
     store::{arbiter::Verdict, batch_connection::BatchConnection, redis::PendingIntent},
 };
@@ -131,29 +135,19 @@ fn take(msg: Msg, batch: &mut Vec<PendingIntent>, waiters: &mut Vec<oneshot::Sen
 }
 
 impl CouponEngine {
+    /// One batch of acknowledged intents, whatever templates they are of: decided in one
+    /// transaction (one WAL flush), then each template's verdicts applied in Redis.
     async fn write_acknowledged(&self, batch: Vec<PendingIntent>, conn: &mut BatchConnection) {
         let mut by_template: HashMap<TemplateId, Vec<PendingIntent>> = HashMap::new();
         for i in batch {
             by_template.entry(i.template_id).or_default().push(i);
         }
+        let mut groups = Vec::with_capacity(by_template.len());
         for (template_id, intents) in by_template {
-            if let Err(e) = self.write_template(template_id, &intents, conn).await {
-                tracing::warn!(error = %e, %template_id, n = intents.len(),
-                    "batch not persisted; intents stay pending for the reconciler");
+            match self.template(template_id).await {
+                Ok(template) => groups.push((template, intents)),
+                Err(e) => warn_not_persisted(&e, template_id, intents.len()),
             }
-        }
-    }
-
-    async fn write_template(
-        &self,
-        template_id: TemplateId,
-        intents: &[PendingIntent],
-        conn: &mut BatchConnection,
-    ) -> EngineResult<()> {
-        let template = self.template(template_id).await?;
-        #[cfg(feature = "mutants")]
-        if let Some(r) = crate::mutants::write_acknowledged(self, &template, intents, conn).await {
-            return r;
         }
         // Only blocks or delays: a failure here would be one more batch error, already tested.
         let _ = self
@@ -161,8 +155,60 @@ impl CouponEngine {
             .failpoints
             .hit(crate::failpoint::Failpoint::BatchBeforeDecide)
             .await;
+        // A mutant may replace a template's decision: each goes on its own.
+        if self.inner.config.variant != crate::Variant::Correct {
+            for (template, intents) in groups {
+                if let Err(e) = self.write_template(&template, &intents, conn).await {
+                    warn_not_persisted(&e, template.id, intents.len());
+                }
+            }
+            return;
+        }
+        let batches: Vec<(&Template, &[PendingIntent])> = groups
+            .iter()
+            .map(|(t, intents)| (&**t, intents.as_slice()))
+            .collect();
+        let decided = conn.decide_together(&batches).await;
+        match decided {
+            Ok(verdicts) => {
+                for ((template, intents), verdicts) in groups.iter().zip(verdicts) {
+                    if let Err(e) = self.apply_verdicts(template.id, intents, &verdicts).await {
+                        warn_not_persisted(&e, template.id, intents.len());
+                    }
+                }
+            }
+            Err(e) => {
+                for (template, intents) in &groups {
+                    warn_not_persisted(&e, template.id, intents.len());
+                }
+            }
+        }
+    }
+
+    /// One template's batch on its own (the mutants' path, which may replace the decision).
+    async fn write_template(
+        &self,
+        template: &Arc<Template>,
+        intents: &[PendingIntent],
+        conn: &mut BatchConnection,
+    ) -> EngineResult<()> {
+        #[cfg(feature = "mutants")]
+        if let Some(r) = crate::mutants::write_acknowledged(self, template, intents, conn).await {
+            return r;
+        }
         let arbitration = self.inner.config.variant.arbitration();
-        let verdicts = conn.decide(&template, intents, arbitration).await?;
+        let verdicts = conn.decide(template, intents, arbitration).await?;
+        self.apply_verdicts(template.id, intents, &verdicts).await
+    }
+
+    /// What Postgres decided, applied: stored intents leave Redis's pending set, refused
+    /// ones are counted as lost acknowledgements.
+    async fn apply_verdicts(
+        &self,
+        template_id: TemplateId,
+        intents: &[PendingIntent],
+        verdicts: &[Verdict],
+    ) -> EngineResult<()> {
         let mut done = Vec::with_capacity(intents.len());
         let mut refused_epoch = None;
         // Every verdict but Stored is an acknowledgement lost (a Duplicate: the request id
@@ -170,7 +216,7 @@ impl CouponEngine {
         // intent has left Redis: if that fails, the intent stays pending and whoever decides
         // it next counts it, once.
         let mut lost = Vec::new();
-        for (intent, verdict) in intents.iter().zip(&verdicts) {
+        for (intent, verdict) in intents.iter().zip(verdicts) {
             match verdict {
                 Verdict::Stored => done.push((&intent.request_id, intent.coupon_id)),
                 // The window verdicts come only from the sync group commit's decision; a batch
@@ -198,4 +244,11 @@ impl CouponEngine {
         }
         Ok(())
     }
+}
+
+/// A batch (or a template's part of it) that did not reach Postgres: its intents stay
+/// pending in Redis for the reconciler.
+fn warn_not_persisted(e: &crate::error::EngineError, template_id: TemplateId, n: usize) {
+    tracing::warn!(error = %e, %template_id, n,
+        "batch not persisted; intents stay pending for the reconciler");
 }

@@ -71,6 +71,23 @@ impl BatchConnection {
         decided
     }
 
+    /// [`arbiter::decide_batches_together`] on the kept connection: several templates'
+    /// batches in one transaction.
+    pub async fn decide_together(
+        &mut self,
+        batches: &[(&Template, &[PendingIntent])],
+    ) -> EngineResult<Vec<Vec<Verdict>>> {
+        let conn = match &mut self.held {
+            Some(conn) => conn,
+            None => self.held.insert(self.pool.acquire().await?),
+        };
+        let decided = arbiter::decide_batches_together(conn, batches, self.window).await;
+        if decided.is_err() {
+            self.held = None;
+        }
+        decided
+    }
+
     /// Drops the kept connection without giving it back to the pool: a statement on it
     /// was abandoned mid-flight, so it may still be waiting on a dead link. Detached, it no
     /// longer counts against the pool's size, and the next batch opens another.

@@ -6,6 +6,7 @@
 
 use std::{
     future::Future,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -77,10 +78,16 @@ where
     all
 }
 
-/// `CouponEngine::claim` from `clients` tasks.
+/// The template of call `i` of client `task` out of `clients`: over several, every call a
+/// different one in turn, so that no two consecutive claims share one.
+fn nth<T>(templates: &[T], clients: usize, task: usize, i: u64) -> usize {
+    ((i as usize).wrapping_mul(clients).wrapping_add(task)) % templates.len().max(1)
+}
+
+/// `CouponEngine::claim` from `clients` tasks, spread over `templates`.
 pub(crate) async fn in_process(
     engine: &CouponEngine,
-    template: Uuid,
+    templates: Arc<[Uuid]>,
     expect: Expect,
     row: &'static str,
     clients: usize,
@@ -93,6 +100,7 @@ pub(crate) async fn in_process(
         |_| (),
         move |(), task, i| {
             let engine = engine.clone();
+            let template = templates[nth(&templates, clients, task, i)];
             async move {
                 let rid = format!("{row}-{task}-{i}");
                 let r = claim_as(&engine, template, user(row, task, i), rid).await;
@@ -121,17 +129,20 @@ async fn claim_as(
 }
 
 /// POST /v1/templates/{id}/claims from `clients` tasks, each on a keep-alive connection of
-/// its own (see `lean_client`).
+/// its own (see `lean_client`), spread over `templates`.
 pub(crate) async fn over_http(
     base_url: &str,
-    template: Uuid,
+    templates: &[Uuid],
     expect: Expect,
     row: &'static str,
     clients: usize,
     run_for: Duration,
 ) -> anyhow::Result<Samples> {
     let endpoint = Endpoint::parse(base_url)?;
-    let path = format!("/v1/templates/{template}/claims");
+    let paths: Arc<[String]> = templates
+        .iter()
+        .map(|t| format!("/v1/templates/{t}/claims"))
+        .collect();
     let want = match expect {
         Expect::SoldOut => 409,
         Expect::Granted => 201,
@@ -140,8 +151,9 @@ pub(crate) async fn over_http(
     // (the client's CPU is taken from the server it measures).
     let init = move |_| (Connection::new(endpoint.clone()), u64::MAX, String::new());
     let run = closed_loop(clients, run_for, init, move |state, task, i| {
-        let path = path.clone();
+        let paths = paths.clone();
         async move {
+            let path = &paths[nth(&paths, clients, task, i)];
             let (mut conn, mut signed_for, mut token) = state;
             if signed_for != i / CLAIMS_PER_USER {
                 signed_for = i / CLAIMS_PER_USER;
@@ -149,7 +161,7 @@ pub(crate) async fn over_http(
             }
             let body = format!("{{\"request_id\":\"{row}-{task}-{i}\"}}");
             let ok = conn
-                .post_json(&path, &token, &body)
+                .post_json(path, &token, &body)
                 .await
                 .is_ok_and(|status| status == want);
             ((conn, signed_for, token), ok)

@@ -163,32 +163,49 @@ async fn anchor_rows(
     Ok(rows)
 }
 
-/// The rows one persistence mode is measured in: (key, what, expected answer, over HTTP).
-fn engine_row_plan(persistence: Persistence) -> Vec<(&'static str, &'static str, Expect, bool)> {
+/// Which templates a row claims from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Claims {
+    /// The sold-out template: every claim refused.
+    SoldOut,
+    /// The one granting template.
+    Granted,
+    /// The same granted claims spread over [`target::SPREAD_TEMPLATES`] live templates.
+    Spread,
+}
+
+/// The rows one persistence mode is measured in: (key, what, claims, over HTTP).
+fn engine_row_plan(persistence: Persistence) -> Vec<(&'static str, &'static str, Claims, bool)> {
     match persistence {
         Persistence::Sync => vec![
             (
                 "inproc_sold_out",
                 "in-process claim, sold out",
-                Expect::SoldOut,
+                Claims::SoldOut,
                 false,
             ),
             (
                 "inproc_sync_granted",
                 "in-process claim, sync granted",
-                Expect::Granted,
+                Claims::Granted,
                 false,
             ),
             (
                 "http_sold_out",
                 "HTTP claim, sold out (minimal client)",
-                Expect::SoldOut,
+                Claims::SoldOut,
                 true,
             ),
             (
                 "http_sync_granted",
                 "HTTP claim, sync granted",
-                Expect::Granted,
+                Claims::Granted,
+                true,
+            ),
+            (
+                "http_sync_spread",
+                "HTTP claim, sync granted, over 1,000 live templates",
+                Claims::Spread,
                 true,
             ),
         ],
@@ -196,13 +213,19 @@ fn engine_row_plan(persistence: Persistence) -> Vec<(&'static str, &'static str,
             (
                 "inproc_async_granted",
                 "in-process claim, async granted",
-                Expect::Granted,
+                Claims::Granted,
                 false,
             ),
             (
                 "http_async_granted",
                 "HTTP claim, async granted",
-                Expect::Granted,
+                Claims::Granted,
+                true,
+            ),
+            (
+                "http_async_spread",
+                "HTTP claim, async granted, over 1,000 live templates",
+                Claims::Spread,
                 true,
             ),
         ],
@@ -229,17 +252,18 @@ async fn engine_rows(
     let t = target::Target::start(backends.clone(), persistence, cli.server_threads)?;
     let c = cli.connections;
     let mut rows = Vec::new();
-    for (key, what, expect, http) in engine_row_plan(persistence) {
-        let template = match expect {
-            Expect::SoldOut => t.sold_out,
-            Expect::Granted => t.granting,
+    for (key, what, claims, http) in engine_row_plan(persistence) {
+        let (templates, expect): (Arc<[uuid::Uuid]>, _) = match claims {
+            Claims::SoldOut => (Arc::new([t.sold_out]), Expect::SoldOut),
+            Claims::Granted => (Arc::new([t.granting]), Expect::Granted),
+            Claims::Spread => (t.spread.clone(), Expect::Granted),
         };
         let before = cpu::snapshot();
         let chain_before = t.engine.batch_sizes();
         let samples = if http {
-            load::over_http(&t.base_url, template, expect, key, c, run_for).await?
+            load::over_http(&t.base_url, &templates, expect, key, c, run_for).await?
         } else {
-            load::in_process(&t.engine, template, expect, key, c, run_for).await
+            load::in_process(&t.engine, templates, expect, key, c, run_for).await
         };
         let calls = samples.len() + samples.errors as usize;
         let note = format!("{c} clients, closed loop, {} calls", samples.len());

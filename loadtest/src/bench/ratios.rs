@@ -18,7 +18,7 @@ pub(crate) struct Spec {
 }
 
 /// Every ratio reported.
-pub(crate) const SPECS: [Spec; 7] = [
+pub(crate) const SPECS: [Spec; 9] = [
     Spec {
         key: "http_sold_out/redis",
         numerator: "http_sold_out",
@@ -54,6 +54,18 @@ pub(crate) const SPECS: [Spec; 7] = [
         numerator: "http_async_granted",
         denominator: "redis_evalsha_granting",
         goal: Some(0.5),
+    },
+    Spec {
+        key: "sync_1000_templates/one",
+        numerator: "http_sync_spread",
+        denominator: "http_sync_granted",
+        goal: Some(0.8),
+    },
+    Spec {
+        key: "async_1000_templates/one",
+        numerator: "http_async_spread",
+        denominator: "http_async_granted",
+        goal: Some(0.8),
     },
     Spec {
         key: "goose/minimal_client",

@@ -28,6 +28,9 @@ pub(crate) struct Target {
     pub sold_out: Uuid,
     /// A template with stock to spare (and a per-user limit the bench stays under).
     pub granting: Uuid,
+    /// [`SPREAD_TEMPLATES`] templates like `granting`, all live: claims spread over them show
+    /// what per-template machinery (a batch, a cache entry, Redis keys each) costs.
+    pub spread: Arc<[Uuid]>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -35,6 +38,19 @@ pub(crate) struct Target {
 /// Coupons one bench user claims from the granting template (its per-user limit): a flash
 /// sale's shoppers each take one or a few, and the limit check counts a user's coupons.
 pub(crate) const CLAIMS_PER_USER: u64 = 1;
+
+/// Live templates the spread rows share their claims among: a platform runs many sales at
+/// once.
+pub(crate) const SPREAD_TEMPLATES: usize = 1_000;
+
+/// What [`setup`] made.
+struct Made {
+    env: TestEnv,
+    server: SpawnedServer,
+    sold_out: Uuid,
+    granting: Uuid,
+    spread: Arc<[Uuid]>,
+}
 
 impl Target {
     /// Starts an engine in `persistence` mode on `backends`, served on a runtime of its own
@@ -56,7 +72,13 @@ impl Target {
                     .context("server runtime")?;
                 rt.block_on(async move {
                     let ready = setup(backends, persistence).await;
-                    let (env, server, sold_out, granting) = match ready {
+                    let Made {
+                        env,
+                        server,
+                        sold_out,
+                        granting,
+                        spread,
+                    } = match ready {
                         Ok(r) => r,
                         Err(e) => {
                             let _ = ready_tx.send(Err(e));
@@ -68,6 +90,7 @@ impl Target {
                         env.engine.clone(),
                         sold_out,
                         granting,
+                        spread,
                     )));
                     let _ = stop_rx.await;
                     server.stop().await?;
@@ -77,7 +100,7 @@ impl Target {
                 })
             })
             .context("starting the server thread")?;
-        let (base_url, engine, sold_out, granting) = ready_rx
+        let (base_url, engine, sold_out, granting, spread) = ready_rx
             .recv()
             .context("the server thread ended before it was ready")??;
         Ok(Self {
@@ -85,6 +108,7 @@ impl Target {
             engine,
             sold_out,
             granting,
+            spread,
             stop: Some(stop_tx),
             thread: Some(thread),
         })
@@ -103,12 +127,9 @@ impl Target {
     }
 }
 
-/// The bench environment, its two templates, and its server (a task of the calling runtime,
-/// the bench server's own).
-async fn setup(
-    backends: Arc<Backends>,
-    persistence: Persistence,
-) -> anyhow::Result<(TestEnv, SpawnedServer, Uuid, Uuid)> {
+/// The bench environment, its templates, and its server (a task of the calling runtime, the
+/// bench server's own).
+async fn setup(backends: Arc<Backends>, persistence: Persistence) -> anyhow::Result<Made> {
     let config = EngineConfig {
         persistence,
         ..EngineConfig::default()
@@ -140,8 +161,39 @@ async fn setup(
         ))
         .await?
         .id;
+    let mut spread = Vec::with_capacity(SPREAD_TEMPLATES);
+    for i in 0..SPREAD_TEMPLATES {
+        let spec = NewTemplate::simple(
+            &format!("bench spread {i}"),
+            1_000_000,
+            CLAIMS_PER_USER as i32,
+            RefundPolicy::ReturnToStock,
+        );
+        spread.push(e.create_template(spec).await?.id.as_uuid());
+    }
+    // Live: each has sold once, so the rows measure many sales under way, not first claims.
+    let mut warm = tokio::task::JoinSet::new();
+    for (i, t) in spread.iter().enumerate() {
+        let (e, t) = (e.clone(), *t);
+        warm.spawn(async move {
+            let ids = format!("bench-warm-{i}");
+            e.claim(t.into(), &UserId::parse(&ids)?, &RequestId::parse(&ids)?)
+                .await
+                .map(drop)
+                .map_err(anyhow::Error::from)
+        });
+    }
+    while let Some(done) = warm.join_next().await {
+        done.context("a warm-up claim")??;
+    }
     let server = spawn_server(AppState::new(env.engine.clone(), "bench-admin", SECRET))
         .await
         .context("serving on 127.0.0.1:0")?;
-    Ok((env, server, sold_out.as_uuid(), granting.as_uuid()))
+    Ok(Made {
+        env,
+        server,
+        sold_out: sold_out.as_uuid(),
+        granting: granting.as_uuid(),
+        spread: spread.into(),
+    })
 }
