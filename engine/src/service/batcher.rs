@@ -1,9 +1,11 @@
 //! Group commit of sync claims (docs/ARCHITECTURE.md, "Group commit"): claims that Redis
-//! admitted queue per template; one task per template takes what has queued (up to
-//! `max_batch`, waiting at most `max_wait` for more), has Postgres decide the whole batch in
-//! one transaction, then answers every waiting claim with its own verdict. While a batch
-//! commits, the next one fills, so the template's hot row and the fsync are paid once per
-//! batch instead of once per claim.
+//! admitted queue in one of [`LANES`] lanes (by template); one task per lane takes what has
+//! queued (up to `max_batch`, waiting at most `max_wait` for more), has Postgres decide the
+//! whole batch in one transaction — each template's part under its own counter row, in
+//! template order — then answers every waiting claim with its own verdict. While a batch
+//! commits, the next one fills, so a template's hot row and the fsync are paid once per
+//! batch instead of once per claim, and claims spread over many live templates still share
+//! a transaction (one queue per template gave each of them a batch of one).
 //!
 //! A batch commits synchronously and its claims are answered from that commit; the fsync is
 //! inside the hot row's lock, and what queues during it is the next batch. Answering (and
@@ -36,6 +38,17 @@ use crate::{
     },
     variant::Variant,
 };
+
+/// Queues (and workers) of one engine. A hot template has a lane's worker to itself but
+/// for the others hashed there; several hot templates commit side by side in several lanes;
+/// claims over many templates share a lane's batches.
+const LANES: u64 = 4;
+
+/// The lane of `template`.
+fn lane(template: TemplateId) -> u64 {
+    let (high, low) = template.as_uuid().as_u64_pair();
+    (high ^ low) % LANES
+}
 
 /// A worker with nothing queued for this long stops (the next claim starts another).
 const IDLE_STOP: Duration = Duration::from_secs(30);
@@ -135,7 +148,7 @@ pub(super) struct Batcher {
     variant: Variant,
     /// How long a claim waits for its verdict, and a batch for Postgres.
     deadline: Duration,
-    queues: Mutex<HashMap<TemplateId, mpsc::Sender<Job>>>,
+    queues: Mutex<HashMap<u64, mpsc::Sender<Job>>>,
     stats: Arc<BatchStats>,
     /// The runtime the engine was built on, where every template's worker runs (None
     /// outside one: then the first claim's runtime).
@@ -187,7 +200,8 @@ impl Batcher {
         };
         // A worker that stopped (idle) closed its queue; the second try starts a new one.
         for _ in 0..2 {
-            let queue = self.queue(job.template.id);
+            let lane = lane(job.template.id);
+            let queue = self.queue(lane);
             match queue.send(job).await {
                 Ok(()) => {
                     // Bounded: a batch abandoned at its own deadline answers sooner, but the
@@ -217,10 +231,9 @@ impl Batcher {
                 Err(mpsc::error::SendError(back)) => {
                     job = back;
                     if let Ok(mut q) = self.queues.lock()
-                        && q.get(&job.template.id)
-                            .is_some_and(|s| s.same_channel(&queue))
+                        && q.get(&lane).is_some_and(|s| s.same_channel(&queue))
                     {
-                        q.remove(&job.template.id);
+                        q.remove(&lane);
                     }
                 }
             }
@@ -230,13 +243,13 @@ impl Batcher {
         ))
     }
 
-    fn queue(&self, template: TemplateId) -> mpsc::Sender<Job> {
+    fn queue(&self, lane: u64) -> mpsc::Sender<Job> {
         let mut queues = self
             .queues
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         queues
-            .entry(template)
+            .entry(lane)
             .or_insert_with(|| {
                 let (tx, rx) = mpsc::channel(self.limits.max_batch * 4);
                 let committer = Committer {
@@ -274,7 +287,7 @@ impl Batcher {
     }
 }
 
-/// What one template's worker needs to commit a batch.
+/// What one lane's worker needs to commit a batch.
 struct Committer {
     #[cfg(feature = "mutants")]
     pg: PgPool,
@@ -337,14 +350,41 @@ async fn fill(rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>, limits: BatchL
     }
 }
 
+/// One template's part of a batch: the positions of its jobs.
+struct Part {
+    template: Arc<Template>,
+    jobs: Vec<usize>,
+}
+
+/// The batch's jobs grouped by template, in order of first appearance.
+fn parts(batch: &[Job]) -> Vec<Part> {
+    let mut parts: Vec<Part> = Vec::new();
+    let mut index: HashMap<TemplateId, usize> = HashMap::new();
+    for (i, job) in batch.iter().enumerate() {
+        let at = *index.entry(job.template.id).or_insert_with(|| {
+            parts.push(Part {
+                template: job.template.clone(),
+                jobs: Vec::new(),
+            });
+            parts.len() - 1
+        });
+        parts[at].jobs.push(i);
+    }
+    parts
+}
+
 impl Committer {
     async fn commit(&mut self, batch: Vec<Job>) {
-        let arbitration = self.arbitration;
         let stats = self.stats.clone();
-        let Some(template) = batch.last().map(|j| j.template.clone()) else {
+        if batch.is_empty() {
             return;
-        };
-        let intents: Vec<PendingIntent> = batch.iter().map(|j| j.intent.clone()).collect();
+        }
+        let parts = parts(&batch);
+        let intents: Vec<Vec<PendingIntent>> = parts
+            .iter()
+            .map(|p| p.jobs.iter().map(|&i| batch[i].intent.clone()).collect())
+            .collect();
+        let templates: Vec<TemplateId> = parts.iter().map(|p| p.template.id).collect();
         // Only blocks or delays: a failure here would be one more batch error, already tested.
         let _ = self.failpoints.hit(Failpoint::BatchBeforeDecide).await;
         let mut last_error = None;
@@ -352,20 +392,18 @@ impl Committer {
             let started = std::time::Instant::now();
             // A retry is safe even if an earlier commit went through unseen: the intents carry
             // their coupon ids, so the lookup then answers `Stored` for them.
-            let decided = tokio::time::timeout(
-                batch_bound(self.deadline),
-                self.decide(&template, &intents, arbitration),
-            )
-            .await;
+            let decided =
+                tokio::time::timeout(batch_bound(self.deadline), self.decide(&parts, &intents))
+                    .await;
             let Ok(decided) = decided else {
                 // Postgres did not answer within the deadline: a partition, a paused server,
                 // a stalled disk. The batch is abandoned, not retried (a retry would wait on
-                // the same dead link while the template's claims queue behind it); its
+                // the same dead link while the lane's claims queue behind it); its
                 // connection is dropped, never reused, and its intents stay pending in
                 // Redis for the reconciler, which settles them against what Postgres
                 // committed, as it does a crashed batch's.
                 self.conn.abandon();
-                tracing::warn!(template_id = %template.id, size = intents.len(),
+                tracing::warn!(templates = ?templates, size = batch.len(),
                     bound_ms = batch_bound(self.deadline).as_millis() as u64,
                     "claim batch abandoned: postgres did not answer within the deadline");
                 last_error = Some("postgres did not answer within the deadline".to_owned());
@@ -374,18 +412,22 @@ impl Committer {
             match decided {
                 Ok(verdicts) => {
                     stats.observe(batch.len(), started.elapsed());
-                    let replies: Vec<_> = batch.into_iter().map(|j| j.reply).collect();
-                    let settle = Settle {
-                        redis: self.redis.clone(),
-                        intents,
-                    };
-                    // Off the worker's path: the next batch is already queued.
-                    tokio::spawn(settle.answer(replies, verdicts));
+                    let mut replies: Vec<Option<_>> =
+                        batch.into_iter().map(|j| Some(j.reply)).collect();
+                    for ((part, intents), verdicts) in parts.iter().zip(intents).zip(verdicts) {
+                        let replies = part.jobs.iter().filter_map(|&i| replies[i].take());
+                        let settle = Settle {
+                            redis: self.redis.clone(),
+                            intents,
+                        };
+                        // Off the worker's path: the next batch is already queued.
+                        tokio::spawn(settle.answer(replies.collect(), verdicts));
+                    }
                     return;
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, template_id = %template.id, attempt,
-                        size = intents.len(), "claim batch failed");
+                    tracing::warn!(error = %e, templates = ?templates, attempt,
+                        size = batch.len(), "claim batch failed");
                     last_error = Some(e.to_string());
                     tokio::time::sleep(Duration::from_millis(20 << attempt)).await;
                 }
@@ -399,23 +441,50 @@ impl Committer {
         }
     }
 
+    /// Every part's verdicts, in the parts' order: one transaction for them all when
+    /// Postgres arbitrates; a transaction per template for the mutants that trust Redis or
+    /// do not wait for the flush (each has a batch function of its own).
     async fn decide(
         &mut self,
-        template: &Template,
-        intents: &[PendingIntent],
-        arbitration: Arbitration,
-    ) -> EngineResult<Vec<Verdict>> {
+        parts: &[Part],
+        intents: &[Vec<PendingIntent>],
+    ) -> EngineResult<Vec<Vec<Verdict>>> {
+        let arbitration = self.arbitration;
         #[cfg(feature = "mutants")]
-        if !self.waits_for_flush {
-            return crate::store::arbiter::decide_batch_unflushed(
-                &self.pg,
-                template,
-                intents,
-                arbitration,
-            )
-            .await;
+        if !self.waits_for_flush || arbitration != Arbitration::Enforced {
+            let mut all = Vec::with_capacity(parts.len());
+            for (part, intents) in parts.iter().zip(intents) {
+                let verdicts = if self.waits_for_flush {
+                    self.conn
+                        .decide(&part.template, intents, arbitration)
+                        .await?
+                } else {
+                    crate::store::arbiter::decide_batch_unflushed(
+                        &self.pg,
+                        &part.template,
+                        intents,
+                        arbitration,
+                    )
+                    .await?
+                };
+                all.push(verdicts);
+            }
+            return Ok(all);
         }
-        self.conn.decide(template, intents, arbitration).await
+        if let [part] = parts {
+            // One template: its function alone, as autocommit (no BEGIN/COMMIT round trips).
+            let verdicts = self
+                .conn
+                .decide(&part.template, &intents[0], arbitration)
+                .await?;
+            return Ok(vec![verdicts]);
+        }
+        let batches: Vec<(&Template, &[PendingIntent])> = parts
+            .iter()
+            .zip(intents)
+            .map(|(p, i)| (&*p.template, i.as_slice()))
+            .collect();
+        self.conn.decide_together(&batches).await
     }
 }
 

@@ -149,13 +149,8 @@ impl CouponEngine {
                 Err(e) => warn_not_persisted(&e, template_id, intents.len()),
             }
         }
-        // Only blocks or delays: a failure here would be one more batch error, already tested.
-        let _ = self
-            .inner
-            .failpoints
-            .hit(crate::failpoint::Failpoint::BatchBeforeDecide)
-            .await;
-        // A mutant may replace a template's decision: each goes on its own.
+        // A mutant may replace a template's decision (D13 with what it does before the
+        // failpoint): each goes on its own.
         if self.inner.config.variant != crate::Variant::Correct {
             for (template, intents) in groups {
                 if let Err(e) = self.write_template(&template, &intents, conn).await {
@@ -164,6 +159,7 @@ impl CouponEngine {
             }
             return;
         }
+        self.before_decide().await;
         let batches: Vec<(&Template, &[PendingIntent])> = groups
             .iter()
             .map(|(t, intents)| (&**t, intents.as_slice()))
@@ -196,9 +192,21 @@ impl CouponEngine {
         if let Some(r) = crate::mutants::write_acknowledged(self, template, intents, conn).await {
             return r;
         }
+        self.before_decide().await;
         let arbitration = self.inner.config.variant.arbitration();
         let verdicts = conn.decide(template, intents, arbitration).await?;
         self.apply_verdicts(template.id, intents, &verdicts).await
+    }
+
+    /// The failpoint before a batch's decision (where the property tests kill a server with
+    /// a batch in flight). Only blocks or delays: a failure here would be one more batch
+    /// error, already tested.
+    async fn before_decide(&self) {
+        let _ = self
+            .inner
+            .failpoints
+            .hit(crate::failpoint::Failpoint::BatchBeforeDecide)
+            .await;
     }
 
     /// What Postgres decided, applied: stored intents leave Redis's pending set, refused
