@@ -574,3 +574,115 @@ async fn a_duplicate_past_the_idempotency_window_gives_its_deduction_back() -> R
     assert!(e.audit(t.id).await?.ok());
     Ok(())
 }
+
+/// Many sales at once: claims over many templates share the group commit's batches (one
+/// transaction decides several templates, each under its own counter row, in template
+/// order), while two servers do the same on the same templates. Each template's stock
+/// stays exact and no batch deadlocks (a deadlock would answer `unavailable`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_over_many_templates_share_batches_and_every_stock_stays_exact() -> R {
+    const TEMPLATES: usize = 60;
+    const STOCK: i64 = 2;
+    let env = TestEnv::new().await?;
+    let e = env.engine.clone();
+    let other = env.another_engine(EngineConfig::default()).await?;
+    let mut templates = Vec::with_capacity(TEMPLATES);
+    for _ in 0..TEMPLATES {
+        templates.push(e.create_template(template(STOCK, 1)).await?.id);
+    }
+    // Every claim of the first server admitted by Redis before any reaches the batcher, so
+    // that they queue together: a queue per template gave each a batch of its own.
+    let gate = Gate::new();
+    e.failpoints()
+        .arm(Failpoint::ClaimAfterRedis, FailAction::Block(gate.clone()));
+    let before = e.batch_sizes();
+    let mut tasks = Vec::new();
+    // One claim per template here: whatever batch holds two holds two templates.
+    for (n, t) in templates.iter().enumerate() {
+        let (e, t) = (e.clone(), *t);
+        let who = format!("a{n}");
+        tasks.push(tokio::spawn(async move {
+            e.claim(t, &uid(who.clone()), &rid(who)).await
+        }));
+    }
+    gate.reached(TEMPLATES as u32).await;
+    e.failpoints().disarm(Failpoint::ClaimAfterRedis);
+    gate.open();
+    for (n, t) in templates.iter().enumerate() {
+        for k in 0..STOCK {
+            let (o, t) = (other.clone(), *t);
+            let who = format!("b{n}-{k}");
+            tasks.push(tokio::spawn(async move {
+                o.claim(t, &uid(who.clone()), &rid(who)).await
+            }));
+        }
+    }
+    let results: Vec<_> = join_all(tasks)
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()?;
+    // Three claims per template for a stock of two: two granted, one refused, whoever wins.
+    let unexpected: Vec<_> = results
+        .iter()
+        .filter(|r| matches!(r, Err(err) if !matches!(err, EngineError::StockEmpty)))
+        .collect();
+    assert!(unexpected.is_empty(), "{unexpected:?}");
+    let granted = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(granted, TEMPLATES * STOCK as usize);
+    for t in &templates {
+        let audit = e.audit(*t).await?;
+        assert!(audit.ok(), "{audit:?}");
+        assert_eq!(audit.counted, STOCK, "{audit:?}");
+        assert_eq!(
+            postgres::template_coupons(e.pool(), *t).await?.len(),
+            STOCK as usize
+        );
+    }
+    let after = e.batch_sizes();
+    let (batches, claims) = (after.count - before.count, after.sum - before.sum);
+    assert!(
+        batches < claims,
+        "{claims} claims of the first server in {batches} batches: none shared one"
+    );
+    Ok(())
+}
+
+/// Async mode over many sales at once: the persister decides a batch of many templates in
+/// one transaction; every acknowledged claim is stored under its own template's stock.
+#[tokio::test]
+async fn async_mode_drains_claims_over_many_templates() -> R {
+    const TEMPLATES: usize = 40;
+    let env = TestEnv::with_config(EngineConfig {
+        persistence: Persistence::Async,
+        ..EngineConfig::default()
+    })
+    .await?;
+    let e = env.engine.clone();
+    let mut templates = Vec::with_capacity(TEMPLATES);
+    for _ in 0..TEMPLATES {
+        templates.push(e.create_template(template(3, 1)).await?.id);
+    }
+    // Four shoppers per template of stock three.
+    let tasks = (0..TEMPLATES * 4).map(|i| {
+        let (e, t) = (e.clone(), templates[i % TEMPLATES]);
+        tokio::spawn(async move {
+            e.claim(t, &uid(format!("u{i}")), &rid(format!("r{i}")))
+                .await
+        })
+    });
+    let acked: Vec<Uuid> = join_all(tasks)
+        .await
+        .into_iter()
+        .filter_map(|r| r.ok()?.ok().map(|c| c.coupon_id))
+        .collect();
+    assert_eq!(acked.len(), TEMPLATES * 3);
+    e.shutdown().await;
+    for t in &templates {
+        let stored = postgres::template_coupons(e.pool(), *t).await?;
+        assert_eq!(stored.len(), 3);
+        assert!(stored.iter().all(|c| acked.contains(&c.id)));
+        let audit = e.audit(*t).await?;
+        assert!(audit.ok() && audit.pending == 0, "{audit:?}");
+    }
+    Ok(())
+}
