@@ -122,16 +122,112 @@ pub async fn decide_batches_together(
     batches: &[(&Template, &[PendingIntent])],
     window: Window,
 ) -> EngineResult<Vec<Vec<Verdict>>> {
-    let mut order: Vec<usize> = (0..batches.len()).collect();
-    order.sort_by_key(|&i| batches[i].0.id);
+    // Templates whose window Postgres must judge take their own function; the rest (every
+    // template without a claim window, or all when the window is not judged) are decided
+    // together by one call, which takes its counter rows in template order first: both
+    // groups lock in template order, the windowless group before the other.
+    let (mut together, mut alone): (Vec<usize>, Vec<usize>) = (0..batches.len()).partition(|&i| {
+        window == Window::AsAdmitted
+            || batches[i].0.spec.claim_starts_at.is_none()
+                && batches[i].0.spec.claim_ends_at.is_none()
+    });
+    if together.len() < 2 {
+        alone.append(&mut together);
+    }
+    alone.sort_by_key(|&i| batches[i].0.id);
     let mut tx = sqlx::Connection::begin(conn).await?;
     let mut verdicts = vec![Vec::new(); batches.len()];
-    for i in order {
+    if !together.is_empty() {
+        let parts: Vec<(&Template, &[PendingIntent])> =
+            together.iter().map(|&i| batches[i]).collect();
+        for (i, v) in together.iter().zip(decide_across(&mut tx, &parts).await?) {
+            verdicts[*i] = v;
+        }
+    }
+    for i in alone {
         let (template, intents) = batches[i];
         verdicts[i] = decide_on(&mut tx, template, intents, Arbitration::Enforced, window).await?;
     }
     tx.commit().await?;
     Ok(verdicts)
+}
+
+/// Several templates' batches by one call of `coupon_decide_claims_across` (migration
+/// `20261209000001`): the per-template decision, taken for all at once, so that a batch of
+/// many templates pays each statement once rather than once per template.
+async fn decide_across(
+    conn: &mut PgConnection,
+    parts: &[(&Template, &[PendingIntent])],
+) -> EngineResult<Vec<Vec<Verdict>>> {
+    let n: usize = parts.iter().map(|(_, i)| i.len()).sum();
+    let mut templates = Vec::with_capacity(n);
+    let mut limits = Vec::with_capacity(n);
+    let (mut ids, mut users, mut rids, mut epochs) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut at, mut from, mut until) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    // Where each claim's verdict goes: (part, position in it).
+    let mut slots = Vec::with_capacity(n);
+    for (p, (template, intents)) in parts.iter().enumerate() {
+        for (k, i) in intents.iter().enumerate() {
+            let claimed_at = ms_to_time(i.claimed_at_ms);
+            let (f, u) = template.coupon_validity(claimed_at);
+            templates.push(template.id.as_uuid());
+            limits.push(i64::from(template.spec.per_user_limit));
+            ids.push(i.coupon_id);
+            users.push(i.user_id.as_str());
+            rids.push(i.request_id.as_str());
+            epochs.push(i.epoch);
+            at.push(claimed_at);
+            from.push(f);
+            until.push(u);
+            slots.push((p, k));
+        }
+    }
+    let rows = sqlx::query(
+        "SELECT ord, verdict, coupon_id, owner FROM coupon_decide_claims_across($1, $2, $3, \
+         $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(&templates)
+    .bind(&limits)
+    .bind(&ids)
+    .bind(&users)
+    .bind(&rids)
+    .bind(&epochs)
+    .bind(&at)
+    .bind(&from)
+    .bind(&until)
+    .fetch_all(conn)
+    .await?;
+    let mut verdicts: Vec<Vec<Option<Verdict>>> =
+        parts.iter().map(|(_, i)| vec![None; i.len()]).collect();
+    for row in &rows {
+        let ord: i64 = row.try_get("ord")?;
+        let Some(&(p, k)) = usize::try_from(ord - 1).ok().and_then(|o| slots.get(o)) else {
+            return Err(EngineError::Unavailable(format!(
+                "the claim batch answered a verdict for claim {ord} of {n}"
+            )));
+        };
+        verdicts[p][k] = Some(verdict_from_row(row)?);
+    }
+    verdicts
+        .into_iter()
+        .map(|part| {
+            part.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| {
+                EngineError::Unavailable(format!(
+                    "the claim batch answered {} verdicts for {n} intents",
+                    rows.len()
+                ))
+            })
+        })
+        .collect()
 }
 
 /// [`decide_batch_on`], the claim window judged as `window` says (only when Postgres

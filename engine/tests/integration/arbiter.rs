@@ -159,6 +159,102 @@ async fn batches_match_the_sequential_rule(arbitration: Arbitration) -> anyhow::
     Ok(())
 }
 
+/// Many sales at once: batches spanning several templates, decided in one transaction
+/// (`coupon_decide_claims_across`), must give each template exactly the verdicts its own
+/// sequential rule gives — through the set-based path (every part fits), the per-template
+/// fallback of a part that does not (stock, limit, epoch) and the whole batch's fallback
+/// when a request id is already stored.
+#[tokio::test]
+async fn batches_over_several_templates_match_each_templates_sequential_rule() -> anyhow::Result<()>
+{
+    let env = TestEnv::new().await?;
+    let pg = sqlx::PgPool::connect(&env.database_url).await?;
+    let seed = crate::seed_from_clock();
+    println!("arbiter batches over templates: seed {seed}");
+    let mut rng = Rng(seed);
+    for _ in 0..10 {
+        let mut sales = Vec::new();
+        for _ in 0..2 + rng.below(4) {
+            let stock = 1 + rng.below(8) as i64;
+            let limit = 1 + rng.below(2) as i32;
+            let (template, epoch) = crate::sale(&env, &pg, "across", stock, limit).await?;
+            sales.push((template, epoch, stock, limit, Reference::default()));
+        }
+        for _ in 0..6 {
+            let mut parts: Vec<Vec<PendingIntent>> = vec![Vec::new(); sales.len()];
+            for _ in 0..1 + rng.below(16) {
+                let s = rng.below(sales.len() as u64) as usize;
+                let (template, epoch, ..) = &sales[s];
+                let rid = rng.below(8);
+                let epoch_shift = match rng.below(20) {
+                    0 => -1,
+                    1 => 1,
+                    _ => 0,
+                };
+                parts[s].push(PendingIntent {
+                    template_id: template.id,
+                    request_id: RequestId::parse(format!("r{rid}")).expect("valid"),
+                    coupon_id: Uuid::from_u128(
+                        template
+                            .id
+                            .as_uuid()
+                            .as_u128()
+                            .wrapping_add(u128::from(rid)),
+                    ),
+                    user_id: UserId::parse(format!("u{}", rid % 3)).expect("valid"),
+                    epoch: epoch + epoch_shift,
+                    claimed_at_ms: 1_700_000_000_000,
+                });
+            }
+            let batches: Vec<_> = sales
+                .iter()
+                .zip(&parts)
+                .filter(|(_, p)| !p.is_empty())
+                .map(|((t, ..), p)| (t, p.as_slice()))
+                .collect();
+            let window = if rng.below(2) == 0 {
+                arbiter::Window::AsAdmitted
+            } else {
+                arbiter::Window::JudgedByPostgres
+            };
+            let mut conn = pg.acquire().await?;
+            let got = arbiter::decide_batches_together(&mut conn, &batches, window).await?;
+            let mut got = got.into_iter();
+            for ((_, epoch, stock, limit, reference), intents) in sales.iter_mut().zip(&parts) {
+                if intents.is_empty() {
+                    continue;
+                }
+                let want = reference.decide(intents, *epoch, *stock, i64::from(*limit), true);
+                let shown: Vec<_> = intents
+                    .iter()
+                    .map(|i| (&i.request_id, &i.user_id, i.epoch - *epoch))
+                    .collect();
+                assert_eq!(
+                    got.next(),
+                    Some(want),
+                    "seed {seed}: stock {stock}, limit {limit}, part {shown:?}"
+                );
+            }
+        }
+        for (template, _, stock, _, reference) in &sales {
+            let (rows, counter): (i64, i64) = sqlx::query_as(
+                "SELECT (SELECT count(*) FROM user_coupon WHERE template_id = $1), \
+                        (SELECT counted FROM template_stock WHERE template_id = $1)",
+            )
+            .bind(template.id)
+            .fetch_one(&pg)
+            .await?;
+            assert_eq!(rows, reference.counted, "seed {seed}: rows stored");
+            assert_eq!(
+                counter, rows,
+                "seed {seed}: counter and rows (stock {stock})"
+            );
+        }
+    }
+    pg.close().await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn batch_verdicts_follow_arrival_order_like_the_sequential_rule() -> anyhow::Result<()> {
     batches_match_the_sequential_rule(Arbitration::Enforced).await
