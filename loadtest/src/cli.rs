@@ -173,6 +173,11 @@ pub(crate) struct Cli {
     /// lifecycle 1000000, mixed 200].
     #[arg(long, value_name = "N")]
     pub stock: Option<i64>,
+    /// flash-sale: run N sales at once — N hot templates, each of --stock and
+    /// --per-user-limit, every claim the next shopper's turn on the next template — so the
+    /// cost of per-template machinery shows (a platform runs many campaigns at once).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub templates: usize,
     /// Per-user limit of the hot template (lifecycle: of each template) [default: flash-sale
     /// 1, lifecycle 10000, mixed 1].
     #[arg(long, value_name = "N")]
@@ -345,6 +350,8 @@ pub(crate) struct Settings {
     pub iterations: Option<usize>,
     /// Stock of the hot template (each template in lifecycle).
     pub stock: i64,
+    /// flash-sale: hot templates, each of `stock`.
+    pub templates: usize,
     /// Per-user limit of the hot template (each template in lifecycle).
     pub per_user_limit: i32,
     /// Distinct shoppers.
@@ -460,6 +467,7 @@ impl Cli {
             duration,
             iterations: self.iterations,
             stock,
+            templates: self.templates,
             per_user_limit,
             customers,
             variant: self.mutant,
@@ -564,6 +572,12 @@ impl Cli {
         });
         if !(1..=1_000_000_000).contains(&stock) {
             bail!("--stock must be between 1 and 1000000000");
+        }
+        if !(1..=100_000).contains(&self.templates) {
+            bail!("--templates must be between 1 and 100000");
+        }
+        if self.templates > 1 && (kind != ScenarioKind::FlashSale || self.template.is_some()) {
+            bail!("--templates applies to flash-sale runs that create their templates");
         }
         let per_user_limit = self.per_user_limit.unwrap_or(match kind {
             ScenarioKind::FlashSale | ScenarioKind::Mixed => 1,
@@ -747,6 +761,12 @@ mod tests {
         let s = parse(&["flash-sale", "--servers", "3", "--mutant", "d1"])?;
         assert_eq!((s.servers, s.spread), (Some(3), Spread::Sticky));
         assert!(parse(&["flash-sale", "--servers", "0"]).is_err());
+        assert_eq!(
+            parse(&["flash-sale", "--templates", "1000"])?.templates,
+            1000
+        );
+        assert!(parse(&["flash-sale", "--templates", "0"]).is_err());
+        assert!(parse(&["lifecycle", "--templates", "2"]).is_err());
         assert!(parse(&["flash-sale", "--servers", "2", "--target", "http://a:1"]).is_err());
         assert!(parse(&["flash-sale", "--server-bin", "x"]).is_err());
         let id = "7f1b3c1e-1a2b-4c3d-8e4f-0123456789ab";

@@ -263,6 +263,18 @@ impl Fleet {
         self.processes.iter().map(|p| p.url.clone()).collect()
     }
 
+    /// Each server's peak resident memory so far, MiB (None where unreadable).
+    pub(crate) fn peak_rss_mib(&self) -> Vec<Option<f64>> {
+        self.processes
+            .iter()
+            .map(|p| {
+                p.child
+                    .id()
+                    .and_then(|pid| crate::report::peak_rss_mib_of(&pid.to_string()))
+            })
+            .collect()
+    }
+
     /// The binary's file name, for the report.
     pub(crate) fn binary_name(&self) -> String {
         self.binary

@@ -168,7 +168,9 @@ pub(crate) async fn run_to_report(s: Settings) -> anyhow::Result<(Verdict, Repor
         }
         ctx.acks.finish()?;
     }
+    let mut servers_peak_rss_mib = Vec::new();
     if let Some(server) = fixture.server.take() {
+        servers_peak_rss_mib = server.servers_peak_rss_mib().await;
         server
             .stop()
             .await
@@ -187,6 +189,7 @@ pub(crate) async fn run_to_report(s: Settings) -> anyhow::Result<(Verdict, Repor
     let mut report = build_report(&s, heading, &fixture, attack, nemesis, tally, findings)?;
     report.recoveries = recoveries;
     report.restock = restock;
+    report.servers_peak_rss_mib = servers_peak_rss_mib;
     report.open_model = open_model;
     let verdict = report.outcome;
     report::write_all(&dir, &report)?;
@@ -420,6 +423,9 @@ pub(crate) fn summarise(r: &Report, dir: &Path) {
                 e.name, e.count, e.p50_ms, e.p95_ms, e.p99_ms, e.max_ms
             ),
         );
+    }
+    if let Some(peaks) = report::servers_peak_memory(r) {
+        phase("report", format!("servers' peak memory: {peaks}"));
     }
     for f in &r.failures {
         phase("report", format!("FAIL: {f}"));

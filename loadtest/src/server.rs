@@ -212,6 +212,14 @@ impl Served {
         }
     }
 
+    /// Each started server process's peak resident memory so far, MiB (empty in process).
+    pub(crate) async fn servers_peak_rss_mib(&self) -> Vec<Option<f64>> {
+        match &self.serving {
+            Serving::Processes(fleet) => fleet.lock().await.peak_rss_mib(),
+            Serving::InProcess(..) => Vec::new(),
+        }
+    }
+
     /// An engine on the servers' database and namespace (the in-process server's own).
     pub(crate) fn engine(&self) -> &coupon_engine::CouponEngine {
         &self.env.engine

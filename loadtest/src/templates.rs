@@ -67,6 +67,17 @@ pub(crate) fn plan(s: &Settings, run_tag: &str) -> Vec<(Role, NewTemplate)> {
         ScenarioKind::FlashSale if s.nemesis == Some(crate::nemesis::NemesisKind::ClockSkew) => {
             vec![(Role::Hot, skewed_sale(s, &named("flash sale in a window")))]
         }
+        ScenarioKind::FlashSale if s.templates > 1 => (0..s.templates)
+            .map(|i| {
+                let spec = NewTemplate::simple(
+                    &named(&format!("flash sale {i}")),
+                    s.stock,
+                    s.per_user_limit,
+                    RefundPolicy::ReturnToStock,
+                );
+                (Role::Hot, spec)
+            })
+            .collect(),
         ScenarioKind::FlashSale => vec![(
             Role::Hot,
             NewTemplate::simple(
@@ -189,6 +200,18 @@ impl TemplateInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn many_sales_at_once_are_that_many_hot_templates() -> anyhow::Result<()> {
+        let s = crate::cli::parse_run(["x", "flash-sale", "--templates", "3", "--stock", "7"])?;
+        let plan = plan(&s, "abc");
+        assert_eq!(plan.len(), 3);
+        assert!(
+            plan.iter()
+                .all(|(role, spec)| *role == Role::Hot && spec.total_stock == 7)
+        );
+        Ok(())
+    }
 
     #[test]
     fn every_plan_validates() -> anyhow::Result<()> {

@@ -65,6 +65,7 @@ impl Report {
             goose_reports: Vec::new(),
             timeline: timeline::timeline(tally),
             peak_rss_mib: None,
+            servers_peak_rss_mib: Vec::new(),
             servers: shares::shares(tally, servers),
             audited: true,
             runs: Vec::new(),

@@ -156,6 +156,9 @@ fn throughput(s: &mut String, r: &Report) {
         r.peak_rss_mib
             .map_or("—".to_owned(), |m| format!("{m:.0} MiB"))
     );
+    if let Some(peaks) = super::servers_peak_memory(r) {
+        let _ = writeln!(s, "\nServers' peak memory: {peaks}.");
+    }
     if !r.runs.is_empty() {
         s.push_str("\n## Merged runs (each with its own clock; throughput above is their sum)\n\n");
         table(

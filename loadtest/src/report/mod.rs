@@ -82,6 +82,10 @@ pub(crate) struct Report {
     /// there is one) over the run, MiB; None where the OS does not say (non-Linux).
     #[serde(default)]
     pub peak_rss_mib: Option<f64>,
+    /// Peak resident memory of each `coupon-server` process the run started (`--servers`),
+    /// read just before they stop, MiB (None where unreadable).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers_peak_rss_mib: Vec<Option<f64>>,
     /// Requests, granted claims and latency per second.
     #[serde(default)]
     pub timeline: Vec<crate::timeline::Second>,
@@ -159,9 +163,27 @@ impl RunFigures {
     }
 }
 
+/// The started servers' peak memory, in words ("212 MiB, 198 MiB"); None without any.
+pub(crate) fn servers_peak_memory(r: &Report) -> Option<String> {
+    if r.servers_peak_rss_mib.is_empty() {
+        return None;
+    }
+    let peaks: Vec<String> = r
+        .servers_peak_rss_mib
+        .iter()
+        .map(|m| m.map_or("—".to_owned(), |m| format!("{m:.0} MiB")))
+        .collect();
+    Some(peaks.join(", "))
+}
+
 /// Peak resident set size of this process so far (`VmHWM`), MiB.
 pub(crate) fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    peak_rss_mib_of("self")
+}
+
+/// Peak resident set size of process `pid` (or `self`) so far, MiB.
+pub(crate) fn peak_rss_mib_of(pid: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib: f64 = status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))?

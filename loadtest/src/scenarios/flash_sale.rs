@@ -7,11 +7,10 @@
 use goose::prelude::*;
 
 use super::{
-    Ctx, Session,
+    Ctx, LateRetry, Session,
     call::Transport,
     ops::{self, Request, Sender},
 };
-use crate::templates::Role;
 
 /// Visits a late retry waits: some hundreds of milliseconds at the usual pace, so that most
 /// arrive after the sale sold out.
@@ -26,20 +25,15 @@ pub(crate) async fn iteration(
     ctx: &Ctx,
     s: &mut Session,
 ) -> TransactionResult {
-    let hot = ctx.template(Role::Hot).id;
-    if let Some((_, n, request_id)) = s.late_retry.take_if(|(due, ..)| *due <= s.iter) {
+    if let Some(late) = s.late_retry.take_if(|l| l.due <= s.iter) {
         let earlier = Sender {
             goose_user: s.idx,
-            customer: &ctx.customers[n],
+            customer: &ctx.customers[late.shopper],
         };
-        ops::send(
-            user,
-            ctx,
-            earlier,
-            Request::claim(hot, &request_id).repeated(),
-        )
-        .await?;
+        let retry = Request::claim(late.template, &late.request_id).repeated();
+        ops::send(user, ctx, earlier, retry).await?;
     }
+    let hot = ctx.hot_template(s.idx, s.iter);
     let (n, customer) = ctx.customer(s.idx, s.iter);
     let request_id = format!("{}-{}-{}", ctx.tag, s.idx, s.iter);
     let me = Sender {
@@ -52,7 +46,12 @@ pub(crate) async fn iteration(
         if s.rng.chance(ctx.duplicate_rate) {
             ops::send(user, ctx, me, claim().repeated()).await?;
         } else if s.rng.chance(ctx.duplicate_rate) {
-            s.late_retry = Some((s.iter + LATE_RETRY_AFTER, n, request_id.clone()));
+            s.late_retry = Some(LateRetry {
+                due: s.iter + LATE_RETRY_AFTER,
+                shopper: n,
+                template: hot,
+                request_id: request_id.clone(),
+            });
         }
         if s.rng.chance(VIEW_WALLET) {
             ops::my_coupons(user, ctx, me).await?;

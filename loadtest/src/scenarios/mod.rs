@@ -69,6 +69,19 @@ pub(crate) struct Ctx {
     pub epoch_unix_us: u64,
 }
 
+/// A granted claim to send again later, as a client's retry that arrives late.
+#[derive(Debug, Clone)]
+pub(crate) struct LateRetry {
+    /// The visit (iteration) it is due at.
+    pub due: u64,
+    /// Its shopper's index.
+    pub shopper: usize,
+    /// Its template.
+    pub template: uuid::Uuid,
+    /// Its request id.
+    pub request_id: String,
+}
+
 /// One Goose user's own state, kept in Goose session data.
 #[derive(Debug, Clone)]
 pub(crate) struct Session {
@@ -81,7 +94,7 @@ pub(crate) struct Session {
     /// A granted claim (its shopper's index and request id) to be sent again on a later
     /// visit (the iteration given), as a client's retry that arrives late: after the sale
     /// sold out, mostly.
-    pub late_retry: Option<(u64, usize, String)>,
+    pub late_retry: Option<LateRetry>,
 }
 
 impl Ctx {
@@ -122,6 +135,20 @@ impl Ctx {
     /// Microseconds from the start of the load to `t`.
     pub(crate) fn micros_since_start(&self, t: Instant) -> u64 {
         t.saturating_duration_since(self.epoch).as_micros() as u64
+    }
+
+    /// The hot template of a shopper's visit: with several sales at once (`--templates`),
+    /// each visit of the run the next one in turn.
+    pub(crate) fn hot_template(&self, idx: usize, iter: u64) -> uuid::Uuid {
+        let hot: Vec<&TemplateInfo> = self
+            .templates
+            .iter()
+            .filter(|t| t.role == Role::Hot)
+            .collect();
+        match hot.len() {
+            0 | 1 => self.template(Role::Hot).id,
+            n => hot[(idx + iter as usize * self.users) % n].id,
+        }
     }
 
     /// The template with `role` (the first one if none has it).

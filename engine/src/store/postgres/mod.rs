@@ -86,6 +86,43 @@ pub fn pool_options(max_connections: u32) -> sqlx::postgres::PgPoolOptions {
                 Ok(())
             })
         })
+        .after_release(|conn, _| Box::pin(outside_any_transaction(conn)))
+}
+
+/// Longest a released connection's check may take; past it the connection is closed.
+const RELEASE_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether a connection going back to the pool is outside any transaction; one that is not
+/// is closed (its server session ends, rolling the transaction back).
+///
+/// sqlx 0.9 leaves a session inside a transaction when a `BEGIN` is cancelled in flight (a
+/// deadline that fires while Postgres is slow or paused): it counts the transaction only
+/// once `BEGIN` has answered, so nothing rolls it back, and its release check does not read
+/// the transaction status Postgres reports (transact-rs/sqlx#4393, fixed upstream after
+/// 0.9.0). The next borrower's statements then run inside that transaction and are never
+/// committed — a claim batch, decided in autocommit as it thinks, answered `stored` and then
+/// lost with the session: the likeliest account of the one acknowledged claim the property
+/// tests lost under a paused Postgres (I6, `correct_grey_faults`, not replayable). The check: a statement sent alone (the simple protocol) outside any
+/// transaction starts its own, so `now()` (the transaction's start) equals
+/// `statement_timestamp()`; inside a transaction begun earlier it does not. (Through the
+/// extended protocol the two differ even in autocommit: the statement's clock restarts at
+/// its Execute.)
+async fn outside_any_transaction(conn: &mut sqlx::PgConnection) -> Result<bool, sqlx::Error> {
+    let check = async {
+        let row = sqlx::raw_sql("SELECT now() = statement_timestamp()")
+            .fetch_one(&mut *conn)
+            .await?;
+        sqlx::Row::try_get::<bool, _>(&row, 0)
+    };
+    match tokio::time::timeout(RELEASE_CHECK, check).await {
+        Ok(Ok(true)) => Ok(true),
+        Ok(Ok(false)) => {
+            tracing::warn!("a pooled connection was left inside a transaction; closing it");
+            Ok(false)
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => Ok(false),
+    }
 }
 
 /// How long Postgres keeps a session whose client went silent mid-transaction before it
