@@ -270,7 +270,7 @@ impl Fleet {
             .map(|p| {
                 p.child
                     .id()
-                    .and_then(|pid| crate::report::peak_rss_mib_of(&pid.to_string()))
+                    .and_then(|pid| crate::memory::peak_rss_mib_of(&pid.to_string()))
             })
             .collect()
     }

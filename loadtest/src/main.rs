@@ -26,6 +26,7 @@ mod cli;
 mod event;
 mod fleet;
 mod lean_client;
+mod memory;
 mod merge;
 mod nemesis;
 mod progress;

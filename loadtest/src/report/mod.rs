@@ -178,21 +178,7 @@ pub(crate) fn servers_peak_memory(r: &Report) -> Option<String> {
 
 /// Peak resident set size of this process so far (`VmHWM`), MiB.
 pub(crate) fn peak_rss_mib() -> Option<f64> {
-    peak_rss_mib_of("self")
-}
-
-/// Peak resident set size of process `pid` (or `self`) so far, MiB.
-pub(crate) fn peak_rss_mib_of(pid: &str) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib / 1024.0)
+    crate::memory::peak_rss_mib_of("self")
 }
 
 /// Escapes text for HTML (and for SVG text).
