@@ -192,8 +192,8 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "RATE")]
     pub increase_rate: Option<f64>,
     /// Distinct shoppers (user ids with minted tokens), shared out among the Goose users
-    /// [default: flash-sale users + 2 x stock (at most 20000), lifecycle 4 x users, mixed
-    /// 8 x users].
+    /// [default: flash-sale users + 2 x stock x templates (at most 20000), lifecycle 4 x
+    /// users, mixed 8 x users].
     #[arg(long, value_name = "N")]
     pub customers: Option<usize>,
     /// Engine variant of the in-process server: correct, or a defect mutant (d1 … d10, with
@@ -590,8 +590,10 @@ impl Cli {
             Some(n) => n,
             None => match kind {
                 ScenarioKind::FlashSale => {
+                    // Every sale's stock twice over (with --templates, all of them).
                     let want = usize::try_from(stock)
                         .unwrap_or(usize::MAX)
+                        .saturating_mul(self.templates.max(1))
                         .saturating_mul(2)
                         .saturating_add(users);
                     want.min(MAX_DEFAULT_CUSTOMERS.max(users))
