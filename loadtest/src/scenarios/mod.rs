@@ -62,6 +62,8 @@ pub(crate) struct Ctx {
     pub users: usize,
     /// Checkout: coupons offered for other Goose users' orders (mall #1003's race).
     pub offered: checkout::Offered,
+    /// The hot templates' ids (several with `--templates`), found once: a visit picks one.
+    pub hot: Vec<uuid::Uuid>,
     /// When the load began (event times count from here).
     pub epoch: Instant,
     /// The same moment by the wall clock, Unix microseconds (to line up runs from several
@@ -106,6 +108,11 @@ impl Ctx {
         tag: String,
         bases: Vec<String>,
     ) -> Self {
+        let hot = templates
+            .iter()
+            .filter(|t| t.role == Role::Hot)
+            .map(|t| t.id)
+            .collect();
         Self {
             kind: s.scenario,
             templates,
@@ -125,6 +132,7 @@ impl Ctx {
             tag,
             users: s.users,
             offered: checkout::Offered::default(),
+            hot,
             epoch: Instant::now(),
             epoch_unix_us: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -140,14 +148,9 @@ impl Ctx {
     /// The hot template of a shopper's visit: with several sales at once (`--templates`),
     /// each visit of the run the next one in turn.
     pub(crate) fn hot_template(&self, idx: usize, iter: u64) -> uuid::Uuid {
-        let hot: Vec<&TemplateInfo> = self
-            .templates
-            .iter()
-            .filter(|t| t.role == Role::Hot)
-            .collect();
-        match hot.len() {
+        match self.hot.len() {
             0 | 1 => self.template(Role::Hot).id,
-            n => hot[(idx + iter as usize * self.users) % n].id,
+            n => self.hot[(idx + iter as usize * self.users) % n],
         }
     }
 
