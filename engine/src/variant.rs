@@ -95,6 +95,13 @@ pub enum Variant {
     /// tests (a claim refused while the model holds stock).
     #[cfg(feature = "mutants")]
     D17,
+    /// D18: the claim script names a key of its own per request (round two's layout, its
+    /// recorded outcome), missing until the claim runs: while the template's cluster slot
+    /// migrates, Redis answers every fresh claim TRYAGAIN, and the sale stops for the whole
+    /// migration. Killed by the property tests' slot migration (a claim left unanswered
+    /// while no store was down, I9).
+    #[cfg(feature = "mutants")]
+    D18,
     /// Seen in the wild, macrozheng/mall #1003 ("5 concurrent orders reused one coupon"):
     /// the order checks that the coupon is free, then locks it with an UPDATE that no
     /// longer checks, so orders placed side by side all hold it. Killed by I8, and by I11
@@ -166,6 +173,8 @@ impl Variant {
             Self::D16,
             #[cfg(feature = "mutants")]
             Self::D17,
+            #[cfg(feature = "mutants")]
+            Self::D18,
             #[cfg(feature = "mutants")]
             Self::Mall1003,
             #[cfg(feature = "mutants")]

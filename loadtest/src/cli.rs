@@ -206,7 +206,9 @@ pub(crate) struct Cli {
     /// Inject a fault during the run (on stores of the run's own, never shared ones):
     /// `redis-stale-restart` restarts Redis mid-sale from an older snapshot;
     /// `redis-master-kill` (on a Redis Cluster of the run's own) SIGKILLs the master owning
-    /// the hot template's slot; `pg-blackhole` / `redis-blackhole` hold every byte between
+    /// the hot template's slot; `slot-migration` (on a Redis Cluster of the run's own)
+    /// reshards the hot template's slot to another master, ten keys per `MIGRATE`;
+    /// `pg-blackhole` / `redis-blackhole` hold every byte between
     /// the servers and Postgres / Redis for 5 s (a partition), then heal; `pg-pause`
     /// SIGSTOPs Postgres for 5 s; `pg-partition-one` (--servers N >= 2) blackholes the first
     /// server's link to Postgres alone for 5 s while the others go on; `server-kill`

@@ -8,6 +8,7 @@
 //! rejoins as a replica. A sync run must still PASS; the report shows when each step happened.
 
 mod grey;
+mod slot_migration;
 
 use std::{
     sync::Arc,
@@ -28,6 +29,8 @@ pub(crate) enum NemesisKind {
     RedisStaleRestart,
     /// Kill the master owning the hot template's slot on the run's own cluster mid-sale.
     RedisMasterKill,
+    /// Reshard the hot template's slot to another master of the run's own cluster mid-sale.
+    SlotMigration,
     /// Blackhole the servers' link to the run's own Postgres (bytes held, nothing reset)
     /// mid-sale for longer than the request deadline, then heal it.
     PgBlackhole,
@@ -72,7 +75,7 @@ pub(crate) const GREY_HOLD: Duration = Duration::from_secs(5);
 impl NemesisKind {
     /// True if the fault needs a Redis Cluster of the run's own (else a `redis-server`).
     pub(crate) fn needs_cluster(self) -> bool {
-        self == Self::RedisMasterKill
+        matches!(self, Self::RedisMasterKill | Self::SlotMigration)
     }
 
     /// The name on the command line (`pg-blackhole`, …).
@@ -120,7 +123,10 @@ impl NemesisKind {
                     .filter(|(i, _)| *i < n)
                     .collect();
             }
-            Self::RedisStaleRestart | Self::RedisMasterKill | Self::ServerKill => {}
+            Self::RedisStaleRestart
+            | Self::RedisMasterKill
+            | Self::SlotMigration
+            | Self::ServerKill => {}
         }
         plan
     }
@@ -210,6 +216,10 @@ pub(crate) fn spawn(
             (NemesisKind::RedisMasterKill, OwnRedis::Cluster(c)) => {
                 let c = c.clone();
                 master_kill(target, c, run_for).await
+            }
+            (NemesisKind::SlotMigration, OwnRedis::Cluster(c)) => {
+                let c = c.clone();
+                slot_migration::run(target, c, run_for).await
             }
             _ => vec![NemesisEvent {
                 at_secs: 0.0,

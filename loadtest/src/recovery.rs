@@ -31,6 +31,20 @@ pub(crate) struct Recovery {
     /// heal): none when the fault stops every server, the others' sales when it cuts off one.
     #[serde(default)]
     pub granted_during: u64,
+    /// Claims sent while the fault lasted (sent after it began, before the heal).
+    #[serde(default)]
+    pub sent_during: u64,
+    /// Of those, the ones answered 503 or not at all: the fault's unavailability share.
+    #[serde(default)]
+    pub unavailable_during: u64,
+}
+
+impl Recovery {
+    /// The share of claims sent during the fault that were answered 503 or not at all
+    /// (None: none was sent).
+    pub(crate) fn unavailable_share(&self) -> Option<f64> {
+        (self.sent_during > 0).then(|| self.unavailable_during as f64 / self.sent_during as f64)
+    }
 }
 
 /// Claims granted outside the hot template's window, at most this many listed.
@@ -85,6 +99,8 @@ fn pairs(nemesis: &[NemesisEvent]) -> Vec<Recovery> {
                         first_refusal_after_secs: None,
                         recovered_after_secs: None,
                         granted_during: 0,
+                        sent_during: 0,
+                        unavailable_during: 0,
                     });
                 }
             }
@@ -106,6 +122,10 @@ fn observe(r: &mut Recovery, e: &Event) {
     }
     if e.status == Some(201) && sent >= r.fault_at_secs && answered < r.heal_at_secs {
         r.granted_during += 1;
+    }
+    if sent >= r.fault_at_secs && sent < r.heal_at_secs {
+        r.sent_during += 1;
+        r.unavailable_during += u64::from(refused);
     }
     if e.status == Some(201) && sent >= r.heal_at_secs {
         let after = answered - r.heal_at_secs;

@@ -14,7 +14,9 @@ use crate::{
     op::{CouponRef, Op, Policy, TemplateSpec},
     property::{PropertyConfig, check_with},
     run::RunConfig,
-    scenario::{Fault, Scenario, TimedFault, checkout_rush, claim_rush, scenarios},
+    scenario::{
+        Fault, Scenario, TimedFault, checkout_rush, claim_rush, scenarios, slot_migration_scenarios,
+    },
 };
 
 /// One row of the mutation table.
@@ -85,6 +87,9 @@ pub fn defect(v: Variant) -> &'static str {
         "d15" => "every identity check rebuilds every live template (a rebuild storm)",
         "d16" => "the sold-out gate refuses retries of granted claims too",
         "d17" => "the sold-out gate never opens again when stock comes back",
+        "d18" => {
+            "the claim names a key of its own per request: no claim served while its slot migrates"
+        }
         "mall1003" => {
             "macrozheng/mall #1003: the order checks the coupon is free, then locks it unguarded"
         }
@@ -130,6 +135,7 @@ fn strategy(v: Variant, cfg: &PropertyConfig) -> BoxedStrategy<Scenario> {
         "d13" => killed_mid_batch(claim_rush(cfg.max_processes, cfg.max_ops)),
         "mall1003" | "one_coupon_no_release" => checkout_rush(cfg.max_processes).boxed(),
         "d16" | "d17" => sold_out_and_back().boxed(),
+        "d18" => slot_migration_scenarios(cfg.max_processes, cfg.max_ops).boxed(),
         _ => base.boxed(),
     }
 }

@@ -14,7 +14,7 @@ use coupon_testkit::{
     fault_proxy::{FaultProxy, LinkMode},
     local::{LocalPostgres, LocalRedis},
     pg_failover::ReplicatedPostgres,
-    redis_cluster::LocalCluster,
+    redis_cluster::{LocalCluster, SlotMigration},
 };
 use sqlx::Connection;
 use tokio::sync::Mutex;
@@ -49,6 +49,8 @@ pub struct Target {
     pub second: Option<Arc<EngineProcess>>,
     /// The second engine's own link to Postgres (present whenever the schedule partitions it).
     pub second_pg_link: Option<Arc<FaultProxy>>,
+    /// Slot migrations begun before the processes were released, by template index.
+    pub migrations: std::sync::Mutex<Vec<(u32, SlotMigration)>>,
 }
 
 /// What the nemesis did to a case.
@@ -84,6 +86,90 @@ pub async fn run(target: &Target, mut schedule: Vec<TimedFault>) -> NemesisLog {
     log
 }
 
+/// Other sales' keys put in a migrating template's slot, half of them moved before the
+/// processes start: the slot is then mid-migration with the template's keys on the source.
+const OTHER_KEYS: usize = 200;
+/// Keys per `MIGRATE` (`redis-cli --cluster reshard`'s default pipeline).
+const KEYS_PER_MIGRATE: usize = 10;
+
+/// Starts the faults that are under way when the processes are released (a slot
+/// migrating); each step's account, or an error, goes to the log.
+pub async fn before_release(target: &Target, schedule: &[TimedFault], log: &mut NemesisLog) {
+    for f in schedule.iter().filter(|f| f.fault.starts_before_release()) {
+        let Fault::MigrateSlot { template } = f.fault else {
+            continue;
+        };
+        let step = match begin_migration(target, template).await {
+            Ok(done) => format!("before the start {:?}: {done}", f.fault),
+            Err(e) => {
+                let step = format!("before the start {:?}: error: {e:#}", f.fault);
+                log.failed.push(step.clone());
+                step
+            }
+        };
+        log.steps.push(step);
+    }
+}
+
+async fn begin_migration(t: &Target, template: u32) -> anyhow::Result<String> {
+    let id = template_id(t, template);
+    let others: Vec<String> = (0..OTHER_KEYS)
+        .map(|i| format!("another-sale:{{{id}}}:{i}"))
+        .collect();
+    let mut pipe = redis::pipe();
+    for k in &others {
+        pipe.set(k, 1).ignore();
+    }
+    pipe.query_async::<()>(&mut t.engine.redis().connection())
+        .await?;
+    let key = t.engine.redis().keys(id).stock;
+    let m = blocking(own_cluster(t)?, move |c| c.begin_slot_migration(&key)).await?;
+    let moving = m.clone();
+    let half = others[..OTHER_KEYS / 2].to_vec();
+    tokio::task::spawn_blocking(move || {
+        half.chunks(KEYS_PER_MIGRATE)
+            .try_for_each(|keys| moving.move_keys(keys))
+    })
+    .await??;
+    let said = format!(
+        "slot {} of template {template} migrating from :{} to :{}, {} of its other keys moved",
+        m.slot,
+        m.source,
+        m.target,
+        OTHER_KEYS / 2
+    );
+    t.migrations
+        .lock()
+        .map_err(|_| anyhow::anyhow!("migrations lock poisoned"))?
+        .push((template, m));
+    Ok(said)
+}
+
+/// Moves the rest of a migrating slot and hands it over.
+async fn finish_migration(t: &Target, template: u32) -> anyhow::Result<String> {
+    let m = {
+        let mut migrations = t
+            .migrations
+            .lock()
+            .map_err(|_| anyhow::anyhow!("migrations lock poisoned"))?;
+        let at = migrations
+            .iter()
+            .position(|(i, _)| *i == template)
+            .ok_or_else(|| anyhow::anyhow!("template {template}'s slot is not migrating"))?;
+        migrations.remove(at).1
+    };
+    let done = tokio::task::spawn_blocking(move || {
+        m.finish(KEYS_PER_MIGRATE, std::time::Instant::now())
+            .map(|d| (m, d))
+    })
+    .await??;
+    let (m, d) = done;
+    Ok(format!(
+        "the rest of slot {} moved ({} keys, {} per MIGRATE) and handed to :{}",
+        m.slot, d.keys, KEYS_PER_MIGRATE, m.target
+    ))
+}
+
 /// Undoes what may still be in force (armed failpoints, a paused Redis).
 pub async fn heal(target: &Target) {
     let fp = target.engine.failpoints();
@@ -108,6 +194,16 @@ pub async fn heal(target: &Target) {
     }
     if let Some(pg) = target.postgres.clone() {
         let _ = tokio::task::spawn_blocking(move || pg.resume()).await;
+    }
+    let left: Vec<u32> = target
+        .migrations
+        .lock()
+        .map(|m| m.iter().map(|(i, _)| *i).collect())
+        .unwrap_or_default();
+    for template in left {
+        if let Err(e) = finish_migration(target, template).await {
+            tracing::warn!(error = %e, "finishing a slot migration failed");
+        }
     }
     if let Some(c) = &target.cluster
         && let Err(e) = blocking(c, |c| {
@@ -136,6 +232,7 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
         | Fault::EvictKey { .. }
         | Fault::AbortRebuild { .. } => redis_data_retried(t, fault).await,
         Fault::KillSlotMaster { .. } | Fault::LaggingTakeover { .. } => cluster(t, fault).await,
+        Fault::MigrateSlot { template } => finish_migration(t, *template).await,
         Fault::TerminateBackends | Fault::CrashPostgres | Fault::FailOverPostgres => {
             postgres(t, fault).await
         }
@@ -373,11 +470,20 @@ async fn redis_data(t: &Target, fault: &Fault) -> anyhow::Result<String> {
             "scripts flushed".into()
         }
         Fault::EvictKey { template, key } => {
-            let keys = t.engine.redis().keys(template_id(t, *template));
+            let id = template_id(t, *template);
+            let keys = t.engine.redis().keys(id);
             let name = match key {
                 EvictedKey::Claimed => keys.claimed.clone(),
                 EvictedKey::Epoch => keys.epoch.clone(),
-                EvictedKey::Req(n) => keys.req(&format!("r{n}")),
+                EvictedKey::Req(n) => {
+                    // One request's record lost, as an evicted per-request key once was.
+                    let n = t
+                        .engine
+                        .redis()
+                        .drop_request_record(id, &format!("r{n}"))
+                        .await?;
+                    return Ok(format!("evicted {key:?} ({n} record)"));
+                }
             };
             let n: i64 = redis::cmd("DEL")
                 .arg(&name)

@@ -259,6 +259,7 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         redis_link: stores.redis_link.clone(),
         second: second.clone(),
         second_pg_link,
+        migrations: std::sync::Mutex::default(),
     };
     let (history, errors, nemesis) = drive(scenario, &target, cfg.op_timeout).await?;
     if let Some(second) = &second {
@@ -363,8 +364,13 @@ async fn drive(
             ctx.run_process(ops).await;
         }));
     }
+    let mut before = nemesis::NemesisLog::default();
+    nemesis::before_release(target, &scenario.faults, &mut before).await;
     barrier.wait().await;
-    let log = nemesis::run(target, scenario.faults.clone()).await;
+    let mut log = nemesis::run(target, scenario.faults.clone()).await;
+    before.steps.append(&mut log.steps);
+    before.failed.append(&mut log.failed);
+    let log = before;
     for t in tasks {
         t.await?;
     }

@@ -94,6 +94,15 @@ pub enum Fault {
         /// Template index.
         template: u32,
     },
+    /// On the case's own cluster: the template's slot is migrating to another master from
+    /// before the processes start (half of another sale's keys in the slot moved, the
+    /// template's own still on the source) until the fault's time, when the rest moves ten
+    /// keys per `MIGRATE` and the slot is handed over. No store goes away: every operation
+    /// must get a definite answer (I9).
+    MigrateSlot {
+        /// Template index.
+        template: u32,
+    },
     /// On the case's own cluster: cut the replication of the replica of the template's
     /// master, let the case run on for `lag_ms`, then promote that lagging replica with
     /// `CLUSTER FAILOVER TAKEOVER`: stale but present counters, on another node.
@@ -241,8 +250,19 @@ impl Fault {
     pub fn needs_cluster(&self) -> bool {
         matches!(
             self,
-            Self::KillSlotMaster { .. } | Self::LaggingTakeover { .. }
+            Self::KillSlotMaster { .. } | Self::LaggingTakeover { .. } | Self::MigrateSlot { .. }
         )
+    }
+
+    /// True if no store goes away, even for a moment, while the fault lasts: the engine
+    /// serves through it, and every operation must get a definite answer.
+    pub fn served_through(&self) -> bool {
+        matches!(self, Self::MigrateSlot { .. })
+    }
+
+    /// True if the fault starts before the processes are released (`nemesis::before_release`).
+    pub fn starts_before_release(&self) -> bool {
+        matches!(self, Self::MigrateSlot { .. })
     }
 }
 
@@ -497,10 +517,11 @@ pub fn scenarios(
 }
 
 /// A failover on the case's own cluster: the master of a template's slot killed, or a
-/// lagging replica promoted.
+/// lagging replica promoted; or that slot resharded to another master.
 pub fn failover(templates: u32) -> impl Strategy<Value = Fault> {
     prop_oneof![
         (0..templates).prop_map(|template| Fault::KillSlotMaster { template }),
+        (0..templates).prop_map(|template| Fault::MigrateSlot { template }),
         (0..templates, 5u64..=120, any::<bool>()).prop_map(|(template, lag_ms, warm_scripts)| {
             Fault::LaggingTakeover {
                 template,
@@ -534,4 +555,22 @@ pub fn failover_scenarios(max_processes: usize, max_ops: usize) -> impl Strategy
                 s
             })
         })
+}
+
+/// Scenarios on a cluster of the case's own whose only fault is a template's slot migrating
+/// while the processes run (every operation must get a definite answer).
+pub fn slot_migration_scenarios(
+    max_processes: usize,
+    max_ops: usize,
+) -> impl Strategy<Value = Scenario> {
+    (scenarios(max_processes, max_ops, 0), 100u64..=300).prop_flat_map(|(s, until_ms)| {
+        let n = s.templates.len() as u32;
+        (Just(s), 0..n).prop_map(move |(mut s, template)| {
+            s.faults = vec![TimedFault {
+                at_ms: until_ms,
+                fault: Fault::MigrateSlot { template },
+            }];
+            s
+        })
+    })
 }

@@ -25,6 +25,9 @@ use crate::{
 use coupon_engine::store::{cluster_nodes::ClusterNode, redis_conn::RedisTarget};
 
 mod node;
+mod slot_migration;
+
+pub use slot_migration::{Migrated, SlotMigration};
 
 use node::{REPL_USER, connect, field, info_field, info_like, is_master, query, spawn, view_from};
 

@@ -29,7 +29,7 @@ async fn remember_requests(
     let recent = postgres::recent_claims(conn, template_id, window).await?;
     let now_ms = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
     e.redis()
-        .restore_requests(template_id, &recent, epoch, 0, now_ms)
+        .restore_requests(template_id, &recent, epoch, 0, now_ms, window)
         .await?;
     Ok(())
 }

@@ -114,6 +114,12 @@ impl CouponEngine {
     /// watches Redis's identity and, in async mode, the persister; call
     /// [`CouponEngine::shutdown`] to drain it. Must be called inside a Tokio runtime.
     pub fn new(pg: PgPool, redis: RedisStore, config: EngineConfig) -> Self {
+        #[cfg(feature = "mutants")]
+        let redis = if config.variant == crate::Variant::D18 {
+            redis.naming_request_keys()
+        } else {
+            redis
+        };
         let limits = BatchLimits {
             max_batch: config.group_commit_max,
             max_wait: config.group_commit_wait,

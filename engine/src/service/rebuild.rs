@@ -236,7 +236,7 @@ impl CouponEngine {
         postgres::recent_claims_slices(&mut tx, template_id, window_ms, SLICE)
             .try_for_each_concurrent(SLICES_IN_FLIGHT, |slice| async move {
                 Ok(redis
-                    .restore_requests(template_id, &slice, epoch, stock.max(0), now_ms)
+                    .restore_requests(template_id, &slice, epoch, stock.max(0), now_ms, window_ms)
                     .await?)
             })
             .await?;

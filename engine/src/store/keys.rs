@@ -22,6 +22,11 @@ pub struct TemplateKeys {
     pub applied: String,
     /// The epoch of the rebuild under way, until it is published.
     pub rebuilding: String,
+    /// The two generations of recorded claim outcomes (hash request id -> outcome), so that
+    /// every key a claim names exists before it runs: a per-request key would be missing
+    /// for every fresh claim, and while the template's slot migrates Redis answers a script
+    /// naming a missing key TRYAGAIN, for the whole migration (`lua/outcomes.lua`).
+    pub outcomes: [String; 2],
 }
 
 impl TemplateKeys {
@@ -35,13 +40,15 @@ impl TemplateKeys {
             epoch: format!("{prefix}epoch"),
             applied: format!("{prefix}applied"),
             rebuilding: format!("{prefix}rebuilding"),
+            outcomes: [format!("{prefix}outcomes:a"), format!("{prefix}outcomes:b")],
             prefix,
         }
     }
 
-    /// The key remembering the outcome of one claim request (per-request key with a TTL,
-    /// since Redis before 7.4 has no hash-field expiry).
-    pub fn req(&self, request_id: &str) -> String {
+    /// A key of one claim request's own (round two's layout of the recorded outcome), which
+    /// D18 names in its claim: missing until the claim runs.
+    #[cfg(feature = "mutants")]
+    pub fn request_key(&self, request_id: &str) -> String {
         format!("{}req:{request_id}", self.prefix)
     }
 
@@ -70,7 +77,7 @@ mod tests {
         let t = Uuid::nil();
         let k = TemplateKeys::new("ns", t.into());
         assert_eq!(k.stock, format!("ns:coupon:{{{t}}}:stock"));
-        assert_eq!(k.req("r1"), format!("ns:coupon:{{{t}}}:req:r1"));
+        assert_eq!(k.outcomes[1], format!("ns:coupon:{{{t}}}:outcomes:b"));
         assert_eq!(coupon_lock("ns", t), format!("ns:lock:coupon:{{{t}}}"));
     }
 }

@@ -29,7 +29,20 @@ pub use replies::{ClaimScript, Grant, OutboxApply, PendingIntent, RequestRecord}
 pub const CLAIMED_BUILT: &str = "";
 
 /// Source of the claim script (public so benchmarks run exactly what the engine runs).
-pub const CLAIM_SCRIPT: &str = include_str!("../../lua/claim.lua");
+pub const CLAIM_SCRIPT: &str = concat!(
+    include_str!("../../lua/outcomes.lua"),
+    include_str!("../../lua/claim.lua")
+);
+
+/// A script that reads or writes the recorded outcomes, with their helpers prepended.
+macro_rules! with_outcomes {
+    ($file:literal) => {
+        Script::new(concat!(
+            include_str!("../../lua/outcomes.lua"),
+            include_str!($file)
+        ))
+    };
+}
 
 /// The engine's scripts, run with EVALSHA. The others are loaded when NOSCRIPT answers them;
 /// the claim script only after the server was checked (`RedisStore::claim`).
@@ -43,19 +56,21 @@ struct Scripts {
     rebuild_publish: Script,
     unpend: Script,
     forget: Script,
+    remember: Script,
 }
 
 impl Scripts {
     fn load(namespace: &str) -> Self {
         Self {
             claim: RwLock::new(Arc::new(claim_script(namespace))),
-            release: Script::new(include_str!("../../lua/release.lua")),
+            release: with_outcomes!("../../lua/release.lua"),
             unlock: Script::new(include_str!("../../lua/unlock.lua")),
             outbox_apply: Script::new(include_str!("../../lua/outbox_apply.lua")),
             rebuild_fence: Script::new(include_str!("../../lua/rebuild_fence.lua")),
             rebuild_publish: Script::new(include_str!("../../lua/rebuild_publish.lua")),
             unpend: Script::new(include_str!("../../lua/unpend.lua")),
-            forget: Script::new(include_str!("../../lua/forget.lua")),
+            forget: with_outcomes!("../../lua/forget.lua"),
+            remember: with_outcomes!("../../lua/remember.lua"),
         }
     }
 
@@ -115,6 +130,9 @@ pub struct RedisStore {
     conn: RedisConn,
     namespace: Arc<str>,
     scripts: Arc<Scripts>,
+    /// D18's defect (see [`RedisStore::naming_request_keys`]).
+    #[cfg(feature = "mutants")]
+    names_request_keys: bool,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -137,6 +155,8 @@ impl RedisStore {
             conn: RedisConn::open(target).await?,
             namespace: namespace.into(),
             scripts: Arc::new(Scripts::load(namespace)),
+            #[cfg(feature = "mutants")]
+            names_request_keys: false,
         })
     }
 
@@ -187,29 +207,44 @@ impl RedisStore {
         // and run it at once, and NOSCRIPT is the one sign, before anything is admitted, that
         // this server is new to the engine (see `ClaimScript::ScriptNotLoaded`).
         let script = self.scripts.claim();
-        let reply = redis::cmd("EVALSHA")
-            .arg(script.get_hash())
-            .arg(5)
+        #[cfg(feature = "mutants")]
+        let own_key = self
+            .names_request_keys
+            .then(|| k.request_key(request_id.as_str()));
+        #[cfg(not(feature = "mutants"))]
+        let own_key: Option<String> = None;
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash())
+            .arg(6 + usize::from(own_key.is_some()))
             .arg(&k.stock)
             .arg(&k.claimed)
-            .arg(k.req(request_id.as_str()))
+            .arg(&k.outcomes[0])
+            .arg(&k.outcomes[1])
             .arg(&k.pending)
             .arg(&k.epoch)
+            .arg(own_key)
             .arg(request_id.as_str())
             .arg(user_id.as_str())
             .arg(limit)
             .arg(&*coupon)
             .arg(now_ms)
-            .arg(req_ttl_secs.max(1))
-            .query_async::<Vec<Value>>(&mut self.conn.clone())
-            .await;
-        match reply {
+            .arg(req_ttl_secs.max(1));
+        match cmd.query_async::<Vec<Value>>(&mut self.conn.clone()).await {
             Ok(reply) => parse_claim(&reply),
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 Ok(ClaimScript::ScriptNotLoaded)
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// D18: this store's claims also name a key of the request's own, which the script never
+    /// touches but a cluster node checks like the others (round two's key layout).
+    #[cfg(feature = "mutants")]
+    #[must_use]
+    pub fn naming_request_keys(mut self) -> Self {
+        self.names_request_keys = true;
+        self
     }
 
     /// Empties the script cache (every node of a cluster).
@@ -245,6 +280,7 @@ impl RedisStore {
             &s.rebuild_publish,
             &s.unpend,
             &s.forget,
+            &s.remember,
         ])
         .await
     }
@@ -277,7 +313,8 @@ impl RedisStore {
             .key(&k.claimed)
             .key(&k.pending)
             .key(&k.epoch)
-            .key(k.req(request_id.as_str()))
+            .key(&k.outcomes[0])
+            .key(&k.outcomes[1])
             .arg(request_id.as_str())
             .arg(user_id.as_str())
             .arg(epoch)
@@ -326,9 +363,12 @@ impl RedisStore {
         request_id: &RequestId,
         coupon_id: Uuid,
     ) -> RedisResult<()> {
+        let [a, b] = self.keys(template).outcomes;
         self.scripts
             .forget
-            .key(self.keys(template).req(request_id.as_str()))
+            .key(a)
+            .key(b)
+            .arg(request_id.as_str())
             .arg(coupon_id.to_string())
             .invoke_async::<i64>(&mut self.conn.clone())
             .await
@@ -389,12 +429,19 @@ impl RedisStore {
         })
     }
 
-    /// Number of intents in the template's pending hash.
+    /// Number of intents in the template's pending hash (not its built mark).
     pub async fn pending_len(&self, template: TemplateId) -> RedisResult<i64> {
-        redis::cmd("HLEN")
-            .arg(self.keys(template).pending)
-            .query_async(&mut self.conn.clone())
-            .await
+        let pending = self.keys(template).pending;
+        let (fields, mark): (i64, i64) = self
+            .pipe_on(
+                &pending,
+                redis::pipe()
+                    .atomic()
+                    .hlen(&pending)
+                    .hexists(&pending, CLAIMED_BUILT),
+            )
+            .await?;
+        Ok(fields - mark)
     }
 
     /// Remaining stock, None if the template is not initialised.

@@ -20,6 +20,7 @@ mod postgres_crash;
 mod redeem_refund;
 mod redis_cluster;
 mod risky_settings;
+mod slot_migration;
 mod sold_out_gate;
 mod stale_redis;
 

@@ -22,17 +22,17 @@ use coupon_testkit::{
 
 use crate::{rid, uid};
 
-type R = anyhow::Result<()>;
+pub(crate) type R = anyhow::Result<()>;
 
 /// An engine on a cluster of its own. Fields drop in order: the environment cleans up its
 /// keys while the cluster still runs.
-struct OnCluster {
-    env: TestEnv,
-    cluster: Arc<std::sync::Mutex<LocalCluster>>,
+pub(crate) struct OnCluster {
+    pub(crate) env: TestEnv,
+    pub(crate) cluster: Arc<std::sync::Mutex<LocalCluster>>,
 }
 
 impl OnCluster {
-    async fn start(variant: Variant) -> anyhow::Result<Self> {
+    pub(crate) async fn start(variant: Variant) -> anyhow::Result<Self> {
         let cluster =
             tokio::task::spawn_blocking(|| LocalCluster::start(RedisPersistence::None)).await??;
         let shared = shared_backends().await?;
@@ -54,7 +54,7 @@ impl OnCluster {
     }
 
     /// Runs a blocking operation on the cluster off the async workers.
-    async fn on_cluster<T: Send + 'static>(
+    pub(crate) async fn on_cluster<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut LocalCluster) -> Result<T, ProvisionError> + Send + 'static,
     ) -> anyhow::Result<T> {
@@ -68,7 +68,7 @@ impl OnCluster {
         .await?
     }
 
-    async fn sale(&self, stock: i64) -> anyhow::Result<TemplateId> {
+    pub(crate) async fn sale(&self, stock: i64) -> anyhow::Result<TemplateId> {
         let t = self
             .env
             .engine
@@ -84,7 +84,12 @@ impl OnCluster {
 
     /// Claims for users `prefix0..prefixN`, tolerating the unknown outcomes a failover
     /// causes; returns how many were granted.
-    async fn claims(&self, t: TemplateId, prefix: &str, n: usize) -> anyhow::Result<usize> {
+    pub(crate) async fn claims(
+        &self,
+        t: TemplateId,
+        prefix: &str,
+        n: usize,
+    ) -> anyhow::Result<usize> {
         let mut granted = 0;
         for i in 0..n {
             let user = format!("{prefix}{i}");
@@ -99,7 +104,7 @@ impl OnCluster {
     }
 
     /// One claim, retried through the unknown outcomes a failover causes.
-    async fn first_claim(&self, t: TemplateId) -> anyhow::Result<ClaimReceipt> {
+    pub(crate) async fn first_claim(&self, t: TemplateId) -> anyhow::Result<ClaimReceipt> {
         let mut last = None;
         for _ in 0..10 {
             match self.env.engine.claim(t, &uid("first"), &rid("first")).await {
@@ -112,7 +117,7 @@ impl OnCluster {
         Err(last.map_or_else(|| anyhow::anyhow!("no answer"), Into::into))
     }
 
-    async fn issued(&self, t: TemplateId) -> anyhow::Result<i64> {
+    pub(crate) async fn issued(&self, t: TemplateId) -> anyhow::Result<i64> {
         let mut conn = self.env.engine.pool().acquire().await?;
         Ok(postgres::counted_per_user(&mut conn, t)
             .await?
@@ -122,7 +127,7 @@ impl OnCluster {
     }
 
     /// Reconciles, then checks I1–I5.
-    async fn audit_ok(&self, t: TemplateId) -> R {
+    pub(crate) async fn audit_ok(&self, t: TemplateId) -> R {
         self.env
             .engine
             .reconcile_with(ReconcileOptions {
@@ -135,7 +140,7 @@ impl OnCluster {
     }
 
     /// The template's slot owner: (master port, replica port if it has one).
-    async fn owners(&self, t: TemplateId) -> anyhow::Result<(u16, Option<u16>)> {
+    pub(crate) async fn owners(&self, t: TemplateId) -> anyhow::Result<(u16, Option<u16>)> {
         let key = self.env.engine.redis().keys(t).stock;
         self.on_cluster(move |c| c.owners(&key)).await
     }

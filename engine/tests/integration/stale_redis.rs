@@ -301,10 +301,7 @@ async fn a_retry_refused_by_a_suspect_redis_gets_the_coupon_postgres_holds() -> 
     let k = e.redis().keys(t.id);
     let lose_the_record = || async {
         let mut c = e.redis().connection();
-        redis::cmd("DEL")
-            .arg(k.req("req-a"))
-            .query_async::<i64>(&mut c)
-            .await?;
+        e.redis().drop_request_record(t.id, "req-a").await?;
         redis::cmd("SET")
             .arg(&k.stock)
             .arg(0)

@@ -106,12 +106,13 @@ pub(crate) async fn redis_claim_script(
             "--csv".into(),
             "EVALSHA".into(),
             sha.clone(),
-            "5".into(),
+            "6".into(),
         ];
         a.extend([
             k.stock.clone(),
             k.claimed.clone(),
-            k.req(rid),
+            k.outcomes[0].clone(),
+            k.outcomes[1].clone(),
             k.pending.clone(),
             k.epoch.clone(),
         ]);
@@ -154,10 +155,11 @@ async fn script_answer(
     let rid = if granting { "anchor-probe" } else { "sold-out" };
     let reply: Vec<redis::Value> = redis::cmd("EVALSHA")
         .arg(sha)
-        .arg(5)
+        .arg(6)
         .arg(&k.stock)
         .arg(&k.claimed)
-        .arg(k.req(rid))
+        .arg(&k.outcomes[0])
+        .arg(&k.outcomes[1])
         .arg(&k.pending)
         .arg(&k.epoch)
         .arg(rid)

@@ -74,17 +74,18 @@ pub(crate) fn render(r: &Report) -> String {
         s.push_str("</table>");
     }
     if !r.recoveries.is_empty() {
-        s.push_str("<h2>Time to recover</h2><table><tr><th>fault at (s)</th><th>healed at (s)</th><th>first refusal after the fault</th><th>first grant after the heal</th><th>claims granted during the fault</th></tr>");
+        s.push_str("<h2>Time to recover</h2><table><tr><th>fault at (s)</th><th>healed at (s)</th><th>first refusal after the fault</th><th>first grant after the heal</th><th>claims granted during the fault</th><th>answered 503 or not at all during the fault</th></tr>");
         let secs = |t: Option<f64>| t.map_or_else(|| "—".to_owned(), |t| format!("{t:.2} s"));
         for rc in &r.recoveries {
             let _ = write!(
                 s,
-                "<tr><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 rc.fault_at_secs,
                 rc.heal_at_secs,
                 secs(rc.first_refusal_after_secs),
                 secs(rc.recovered_after_secs),
-                rc.granted_during
+                rc.granted_during,
+                esc(&super::unavailable(rc))
             );
         }
         s.push_str("</table>");

@@ -101,17 +101,18 @@ fn faults_and_invariants(s: &mut String, r: &Report) {
     if !r.recoveries.is_empty() {
         let _ = writeln!(
             s,
-            "## Time to recover\n\n| fault at (s) | healed at (s) | first refusal after the fault | first grant after the heal | claims granted during the fault |\n|---|---|---|---|---|"
+            "## Time to recover\n\n| fault at (s) | healed at (s) | first refusal after the fault | first grant after the heal | claims granted during the fault | answered 503 or not at all during the fault |\n|---|---|---|---|---|---|"
         );
         for rc in &r.recoveries {
             let _ = writeln!(
                 s,
-                "| {:.2} | {:.2} | {} | {} | {} |",
+                "| {:.2} | {:.2} | {} | {} | {} | {} |",
                 rc.fault_at_secs,
                 rc.heal_at_secs,
                 secs(rc.first_refusal_after_secs),
                 secs(rc.recovered_after_secs),
-                rc.granted_during
+                rc.granted_during,
+                super::unavailable(rc)
             );
         }
         s.push('\n');

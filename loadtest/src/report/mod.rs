@@ -182,6 +182,21 @@ pub(crate) fn peak_rss_mib() -> Option<f64> {
 }
 
 /// Escapes text for HTML (and for SVG text).
+/// A fault's unavailability for the tables: "12 of 340 (3.5%)", or "none sent".
+fn unavailable(rc: &crate::recovery::Recovery) -> String {
+    rc.unavailable_share().map_or_else(
+        || "no claim sent".to_owned(),
+        |share| {
+            format!(
+                "{} of {} ({:.1}%)",
+                rc.unavailable_during,
+                rc.sent_during,
+                share * 100.0
+            )
+        },
+    )
+}
+
 pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {

@@ -38,6 +38,8 @@ impl RedisStore {
             .key(&k.stock)
             .key(k.staging(epoch))
             .key(&k.rebuilding)
+            .key(&k.outcomes[0])
+            .key(&k.outcomes[1])
             .arg(epoch)
             .arg(STAGING_TTL_SECS)
             .invoke_async::<i64>(&mut self.conn.clone())
@@ -67,7 +69,8 @@ impl RedisStore {
 
     /// Re-records the outcome of persisted claims under the rebuild's epoch, so a retry after
     /// the rebuild gets its coupon back instead of a refusal. Written while the template is
-    /// fenced, so no claim of the old epoch can meet (and drop) them.
+    /// fenced, so no claim of the old epoch can meet (and drop) them; kept `ttl_ms` at least
+    /// (the engine's idempotency window, `lua/outcomes.lua`).
     pub async fn restore_requests(
         &self,
         template: TemplateId,
@@ -75,28 +78,25 @@ impl RedisStore {
         epoch: i64,
         remaining: i64,
         now_ms: i64,
+        ttl_ms: i64,
     ) -> RedisResult<()> {
         let k = self.keys(template);
         for chunk in claims.chunks(SLICE) {
-            let mut pipe = redis::pipe();
+            let mut inv = self.scripts.remember.key(&k.outcomes[0]);
+            inv.key(&k.outcomes[1]).arg(now_ms).arg(ttl_ms.max(1));
             for c in chunk {
-                pipe.cmd("SET")
-                    .arg(k.req(&c.claim_request_id))
-                    .arg(
-                        RequestRecord {
-                            coupon_id: c.id,
-                            user_id: &c.user_id,
-                            remaining,
-                            epoch,
-                            at_ms: now_ms,
-                        }
-                        .encode(),
-                    )
-                    .arg("PX")
-                    .arg(c.ttl_ms.max(1))
-                    .ignore();
+                inv.arg(&c.claim_request_id).arg(
+                    RequestRecord {
+                        coupon_id: c.id,
+                        user_id: &c.user_id,
+                        remaining,
+                        epoch,
+                        at_ms: now_ms,
+                    }
+                    .encode(),
+                );
             }
-            self.pipe_on::<()>(&k.stock, &pipe).await?;
+            inv.invoke_async::<i64>(&mut self.conn.clone()).await?;
         }
         Ok(())
     }
@@ -136,6 +136,8 @@ impl RedisStore {
             .key(&k.applied)
             .key(k.staging(epoch))
             .key(&k.rebuilding)
+            .key(&k.outcomes[0])
+            .key(&k.outcomes[1])
             .arg(epoch)
             .invoke_async(&mut self.conn.clone())
             .await?;

@@ -28,13 +28,16 @@ impl RedisStore {
         template: TemplateId,
         request_id: &RequestId,
     ) -> RedisResult<Option<String>> {
-        redis::cmd("GET")
-            .arg(self.keys(template).req(request_id.as_str()))
+        let [a, b] = self.keys(template).outcomes;
+        let (in_a, in_b): (Option<String>, Option<String>) = redis::pipe()
+            .hget(a, request_id.as_str())
+            .hget(b, request_id.as_str())
             .query_async(&mut self.conn.clone())
-            .await
+            .await?;
+        Ok(in_a.or(in_b))
     }
 
-    /// Stores the outcome of a claim request for `ttl_secs` (at least one).
+    /// Stores the outcome of a claim request for `ttl_secs` at least (one at least).
     pub async fn record_request(
         &self,
         template: TemplateId,
@@ -42,13 +45,35 @@ impl RedisStore {
         record: &RequestRecord<'_>,
         ttl_secs: u64,
     ) -> RedisResult<()> {
-        redis::cmd("SET")
-            .arg(self.keys(template).req(request_id.as_str()))
+        let [a, b] = self.keys(template).outcomes;
+        let now_ms = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
+        self.scripts
+            .remember
+            .key(a)
+            .key(b)
+            .arg(now_ms)
+            .arg(ttl_secs.max(1) * 1000)
+            .arg(request_id.as_str())
             .arg(record.encode())
-            .arg("EX")
-            .arg(ttl_secs.max(1))
-            .query_async(&mut self.conn.clone())
+            .invoke_async::<i64>(&mut self.conn.clone())
             .await
+            .map(drop)
+    }
+
+    /// Drops the stored outcome of a claim request, whoever's it is (the harness's stand-in
+    /// for a record Redis lost).
+    pub async fn drop_request_record(
+        &self,
+        template: TemplateId,
+        request_id: &str,
+    ) -> RedisResult<i64> {
+        let [a, b] = self.keys(template).outcomes;
+        let (in_a, in_b): (i64, i64) = redis::pipe()
+            .hdel(a, request_id)
+            .hdel(b, request_id)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(in_a + in_b)
     }
 
     /// True while the request's intent waits in the pending hash.
