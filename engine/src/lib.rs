@@ -17,7 +17,9 @@ pub mod error;
 pub mod failpoint;
 #[cfg(feature = "http")]
 pub mod http;
-pub mod invariant;
+/// The invariant catalogue, the verification core's (one definition for the engine's
+/// auditor and every checker).
+pub use coupon_verify::invariant;
 #[cfg(feature = "mutants")]
 mod mutants;
 pub mod persistence;

@@ -1,8 +1,11 @@
-//! The checkers a case is judged by, composed as a list (as Jepsen's `checker/compose`): each
-//! looks at the same evidence and returns findings of one type, so adding a checker is adding
-//! a line, and a case's verdict is the union of theirs.
+//! The checkers a case is judged by, composed as Jepsen's `checker/compose` does
+//! (`coupon_verify::validity`): each looks at the same evidence and says valid, invalid (with
+//! its findings) or unknown, so adding a checker is adding a line; a checker that errs, or a
+//! linearizability search that spends its budget, is unknown — never a pass, never a
+//! violation it did not find.
 
 use coupon_engine::{AuditReport, Finding, Invariant, StaleAdmissions};
+use coupon_verify::validity::{CheckerResult, Composed, Judgement};
 
 use crate::{
     ack::{FinalState, check_acks},
@@ -31,8 +34,8 @@ pub struct Evidence<'a> {
     pub stale_admissions: StaleAdmissions,
 }
 
-/// A checker: the findings it has on a case (an `Err` is a harness error, not a finding).
-pub type Checker = fn(&Evidence<'_>) -> anyhow::Result<Vec<Finding>>;
+/// A checker: what it concludes on a case (an `Err` makes it unknown, not a finding).
+pub type Checker = fn(&Evidence<'_>) -> anyhow::Result<Judgement>;
 
 /// Every checker, in report order: the auditor (I1–I5, I12, I13), Redis's admissions (I2,
 /// I3 while the case ran), the acknowledgements (I6, I7), one live order per coupon (I11),
@@ -46,28 +49,30 @@ pub const CHECKERS: [(&str, Checker); 6] = [
     ("liveness", liveness),
 ];
 
-/// The union of every checker's findings.
-pub fn check_all(evidence: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
-    let mut findings = Vec::new();
-    for (_, checker) in CHECKERS {
-        findings.extend(checker(evidence)?);
-    }
-    Ok(findings)
+/// Every checker's result, merged.
+pub fn check_all(evidence: &Evidence<'_>) -> Composed {
+    Composed::of(
+        CHECKERS
+            .iter()
+            .map(|(name, checker)| CheckerResult::judge(name, checker(evidence)))
+            .collect(),
+    )
 }
 
 /// The auditor's violations of each template, from the live stores.
-fn auditor(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
-    Ok(ev
-        .audits
-        .iter()
-        .enumerate()
-        .flat_map(|(i, audit)| {
-            audit
-                .violations
-                .iter()
-                .map(move |v| Finding::new(v.invariant, format!("template {i}: {}", v.detail)))
-        })
-        .collect())
+fn auditor(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
+    Ok(Judgement::Decided(
+        ev.audits
+            .iter()
+            .enumerate()
+            .flat_map(|(i, audit)| {
+                audit
+                    .violations
+                    .iter()
+                    .map(move |v| Finding::new(v.invariant, format!("template {i}: {}", v.detail)))
+            })
+            .collect(),
+    ))
 }
 
 /// The auditor sees I2 and I3 at quiescence; this is their live side. A Redis whose counters
@@ -76,46 +81,43 @@ fn auditor(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
 /// (docs/ARCHITECTURE.md, "A Redis that lies"), so any such refusal is a finding, unless a
 /// fault of the case leaves stale counters with no sign to act on (an eviction, a server
 /// given the scripts beforehand), which Postgres alone answers for.
-fn admissions(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
+fn admissions(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
     if ev
         .scenario
         .faults
         .iter()
         .any(|f| f.fault.stales_redis_without_a_sign())
     {
-        return Ok(Vec::new());
+        return Ok(Vec::new().into());
     }
-    Ok(ev.stale_admissions.findings())
+    Ok(ev.stale_admissions.findings().into())
 }
 
 /// What clients were told against the final state.
-fn acknowledgements(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
-    Ok(check_acks(ev.history, ev.final_state)?)
+fn acknowledgements(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
+    Ok(check_acks(ev.history, ev.final_state)?.into())
 }
 
 /// Orders acknowledged as holding one coupon at once.
-fn one_live_order(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
-    Ok(check_one_live_order(&ev.history.operations()?))
+fn one_live_order(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
+    Ok(check_one_live_order(&ev.history.operations()?).into())
 }
 
 /// The history against the sequential model, per template.
-fn linearizability(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
+fn linearizability(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
     Ok(match ev.verdict {
-        Verdict::Linearizable => Vec::new(),
+        Verdict::Linearizable => Vec::new().into(),
         // When Redis loses a template's state, a claim in flight at that moment has reserved
         // stock, quota and its request id, which others may have observed as refusals, and
         // is then fenced (it fails, unacknowledged). No sequential order explains a refusal
         // caused by a reservation that never takes effect: Redis trades the durability of
         // unacknowledged reservations for speed. Such cases are held to I1–I7 and I9; the
         // verdict stays in the report.
-        Verdict::NotLinearizable { .. } if loses_redis_state(ev.scenario) => Vec::new(),
+        Verdict::NotLinearizable { .. } if loses_redis_state(ev.scenario) => Vec::new().into(),
         Verdict::NotLinearizable { explanation, .. } => {
-            vec![Finding::new(Invariant::I8, explanation.clone())]
+            vec![Finding::new(Invariant::I8, explanation.clone())].into()
         }
-        Verdict::Undecided { reason, .. } => vec![Finding::new(
-            Invariant::I8,
-            format!("undecided (not a pass): {reason}"),
-        )],
+        Verdict::Undecided { reason, .. } => Judgement::Undecided(reason.clone()),
     })
 }
 
@@ -123,7 +125,7 @@ fn linearizability(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
 /// engine's deadline plus a margin (an `unavailable` answer counts: a store may be
 /// unreachable). Without faults, or with only faults no store goes away in (a slot
 /// migrating), moreover, every operation gets a definite answer.
-fn liveness(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
+fn liveness(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
     let mut findings = Vec::new();
     let bound = CASE_DEADLINE + LIVENESS_MARGIN;
     let mut invoked = std::collections::HashMap::new();
@@ -150,7 +152,7 @@ fn liveness(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
         ));
     }
     if !ev.scenario.faults.iter().all(|f| f.fault.served_through()) {
-        return Ok(findings);
+        return Ok(findings.into());
     }
     let unknown = ev
         .history
@@ -167,5 +169,5 @@ fn liveness(ev: &Evidence<'_>) -> anyhow::Result<Vec<Finding>> {
             ),
         ));
     }
-    Ok(findings)
+    Ok(findings.into())
 }

@@ -526,7 +526,8 @@ impl MutantScore {
         Self {
             variant: label,
             defect,
-            killed: o.minimal.is_some(),
+            // Killed only by a violation: a checker that could not decide kills nothing.
+            killed: o.violated && o.minimal.is_some(),
             invariants: o
                 .minimal
                 .as_ref()

@@ -16,6 +16,8 @@ use proptest::{
 };
 use serde::Serialize;
 
+use coupon_verify::validity::Validity;
+
 use crate::{
     run::{CaseReport, FaultNotInjected, RunConfig, run_case},
     scenario::{Scenario, scenarios},
@@ -72,6 +74,9 @@ pub struct PropertyOutcome {
     pub first_failure_at: Option<u32>,
     /// The shrunk failing case.
     pub minimal: Option<CaseReport>,
+    /// Some case violated an invariant (a checker found it invalid). A case whose checkers
+    /// could not decide fails too, but violates nothing: it kills no mutant.
+    pub violated: bool,
     /// Where its history was written.
     pub history_path: Option<PathBuf>,
     /// A harness error (not a verdict), if the run could not be carried out.
@@ -166,8 +171,16 @@ pub fn check_with(
                 st.harness_error = Some(format!("{e:#}"));
                 Err(TestCaseError::fail(format!("harness error: {e:#}")))
             }
-            Ok(r) if r.findings.is_empty() => Ok(()),
+            Ok(r) if r.checks.validity == Validity::Valid => Ok(()),
+            Ok(r) if r.checks.validity == Validity::Unknown => {
+                // Not a pass, and no violation to shrink towards: said as such.
+                let msg = format!("unknown: {}", r.checks.undecided().join("; "));
+                eprintln!("[{}] case {}: {msg}", cfg.name, st.executions);
+                st.last_failure = Some(r);
+                Err(TestCaseError::fail(msg))
+            }
             Ok(r) => {
+                st.violated = true;
                 if st.first_failure_at.is_none() {
                     st.first_failure_at = Some(st.executions);
                     eprintln!(
@@ -191,6 +204,7 @@ pub fn check_with(
         seed: seed_hex,
         executions: st.executions,
         first_failure_at: st.first_failure_at,
+        violated: st.violated,
         minimal: None,
         history_path: None,
         harness_error: None,
@@ -253,6 +267,7 @@ fn conclude(
 struct State {
     executions: u32,
     first_failure_at: Option<u32>,
+    violated: bool,
     last_failure: Option<CaseReport>,
     harness_error: Option<String>,
 }
@@ -268,6 +283,7 @@ fn failed_setup(
         seed,
         executions: 0,
         first_failure_at: None,
+        violated: false,
         minimal: None,
         history_path: None,
         harness_error: Some(err),

@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use uuid::Uuid;
 
+use coupon_verify::validity::{Composed, Validity};
+
 use crate::{
     ack::{FinalCoupon, FinalState, FinalStatus},
     checkers::{self, Evidence},
@@ -81,7 +83,9 @@ pub struct CaseReport {
     pub errors: Vec<String>,
     /// The linearizability verdict.
     pub verdict: Verdict,
-    /// Every violation, from every checker.
+    /// Every checker's result, merged (valid, invalid or unknown).
+    pub checks: Composed,
+    /// Every violation, from every checker (the invalid ones' findings).
     pub findings: Vec<Finding>,
 }
 
@@ -274,7 +278,7 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         audits.push(engine.audit(*id).await?);
     }
     let verdict = check_partitioned(&history, &scenario.templates, Budget::default());
-    let findings = checkers::check_all(&Evidence {
+    let checks = checkers::check_all(&Evidence {
         scenario,
         history: &history,
         final_state: &final_state,
@@ -282,12 +286,13 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         verdict: &verdict,
         errors: &errors,
         stale_admissions: engine.stale_admissions(),
-    })?;
+    });
+    let findings: Vec<Finding> = checks.findings().cloned().collect();
     engine.shutdown().await;
     drop(env);
     // A violation stands whatever the nemesis managed; a pass with a fault that never
     // happened is no pass.
-    if findings.is_empty() && !nemesis.failed.is_empty() {
+    if checks.validity != Validity::Invalid && !nemesis.failed.is_empty() {
         return Err(FaultNotInjected(nemesis.failed.join("; ")).into());
     }
     Ok(CaseReport {
@@ -298,6 +303,7 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         nemesis: nemesis.steps,
         errors,
         verdict,
+        checks,
         findings,
     })
 }

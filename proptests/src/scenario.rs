@@ -558,19 +558,26 @@ pub fn failover_scenarios(max_processes: usize, max_ops: usize) -> impl Strategy
 }
 
 /// Scenarios on a cluster of the case's own whose only fault is a template's slot migrating
-/// while the processes run (every operation must get a definite answer).
+/// while the processes run, held past the engine's deadline ([`crate::run::CASE_DEADLINE`])
+/// so that a claim the migration keeps from being served fails rather than waits it out
+/// (every operation must get a definite answer).
 pub fn slot_migration_scenarios(
     max_processes: usize,
     max_ops: usize,
 ) -> impl Strategy<Value = Scenario> {
-    (scenarios(max_processes, max_ops, 0), 100u64..=300).prop_flat_map(|(s, until_ms)| {
-        let n = s.templates.len() as u32;
-        (Just(s), 0..n).prop_map(move |(mut s, template)| {
-            s.faults = vec![TimedFault {
-                at_ms: until_ms,
-                fault: Fault::MigrateSlot { template },
-            }];
-            s
+    let hold = crate::run::CASE_DEADLINE.as_millis() as u64;
+    (
+        scenarios(max_processes, max_ops, 0),
+        hold + 500..=hold + 1_000,
+    )
+        .prop_flat_map(|(s, until_ms)| {
+            let n = s.templates.len() as u32;
+            (Just(s), 0..n).prop_map(move |(mut s, template)| {
+                s.faults = vec![TimedFault {
+                    at_ms: until_ms,
+                    fault: Fault::MigrateSlot { template },
+                }];
+                s
+            })
         })
-    })
 }

@@ -70,6 +70,7 @@ fn bad_files_are_named_with_their_line_and_the_others_still_checked() {
     }
     for good in [&lines[0], lines.last().unwrap()] {
         assert_eq!(good["verdict"], "linearizable", "{good}");
+        assert_eq!(good["validity"], "valid", "{good}");
     }
     for ((name, _, at, word), line) in BAD.iter().zip(&lines[1..]) {
         let error = line["error"].as_str().unwrap_or_else(|| panic!("{line}"));

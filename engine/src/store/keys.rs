@@ -22,11 +22,11 @@ pub struct TemplateKeys {
     pub applied: String,
     /// The epoch of the rebuild under way, until it is published.
     pub rebuilding: String,
-    /// The two generations of recorded claim outcomes (hash request id -> outcome), so that
-    /// every key a claim names exists before it runs: a per-request key would be missing
-    /// for every fresh claim, and while the template's slot migrates Redis answers a script
-    /// naming a missing key TRYAGAIN, for the whole migration (`lua/outcomes.lua`).
-    pub outcomes: [String; 2],
+    /// The recorded claim outcomes (hash request id -> outcome), one key so that every key a
+    /// claim names exists before it runs: a per-request key would be missing for every fresh
+    /// claim, and while the template's slot migrates Redis answers a script naming a missing
+    /// key TRYAGAIN, for the whole migration (`lua/outcomes.lua`).
+    pub outcomes: String,
 }
 
 impl TemplateKeys {
@@ -40,7 +40,7 @@ impl TemplateKeys {
             epoch: format!("{prefix}epoch"),
             applied: format!("{prefix}applied"),
             rebuilding: format!("{prefix}rebuilding"),
-            outcomes: [format!("{prefix}outcomes:a"), format!("{prefix}outcomes:b")],
+            outcomes: format!("{prefix}outcomes"),
             prefix,
         }
     }
@@ -77,7 +77,7 @@ mod tests {
         let t = Uuid::nil();
         let k = TemplateKeys::new("ns", t.into());
         assert_eq!(k.stock, format!("ns:coupon:{{{t}}}:stock"));
-        assert_eq!(k.outcomes[1], format!("ns:coupon:{{{t}}}:outcomes:b"));
+        assert_eq!(k.outcomes, format!("ns:coupon:{{{t}}}:outcomes"));
         assert_eq!(coupon_lock("ns", t), format!("ns:lock:coupon:{{{t}}}"));
     }
 }

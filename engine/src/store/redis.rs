@@ -63,13 +63,13 @@ impl Scripts {
     fn load(namespace: &str) -> Self {
         Self {
             claim: RwLock::new(Arc::new(claim_script(namespace))),
-            release: with_outcomes!("../../lua/release.lua"),
+            release: Script::new(include_str!("../../lua/release.lua")),
             unlock: Script::new(include_str!("../../lua/unlock.lua")),
             outbox_apply: Script::new(include_str!("../../lua/outbox_apply.lua")),
             rebuild_fence: Script::new(include_str!("../../lua/rebuild_fence.lua")),
             rebuild_publish: Script::new(include_str!("../../lua/rebuild_publish.lua")),
             unpend: Script::new(include_str!("../../lua/unpend.lua")),
-            forget: with_outcomes!("../../lua/forget.lua"),
+            forget: Script::new(include_str!("../../lua/forget.lua")),
             remember: with_outcomes!("../../lua/remember.lua"),
         }
     }
@@ -215,11 +215,10 @@ impl RedisStore {
         let own_key: Option<String> = None;
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(script.get_hash())
-            .arg(6 + usize::from(own_key.is_some()))
+            .arg(5 + usize::from(own_key.is_some()))
             .arg(&k.stock)
             .arg(&k.claimed)
-            .arg(&k.outcomes[0])
-            .arg(&k.outcomes[1])
+            .arg(&k.outcomes)
             .arg(&k.pending)
             .arg(&k.epoch)
             .arg(own_key)
@@ -313,8 +312,7 @@ impl RedisStore {
             .key(&k.claimed)
             .key(&k.pending)
             .key(&k.epoch)
-            .key(&k.outcomes[0])
-            .key(&k.outcomes[1])
+            .key(&k.outcomes)
             .arg(request_id.as_str())
             .arg(user_id.as_str())
             .arg(epoch)
@@ -363,11 +361,9 @@ impl RedisStore {
         request_id: &RequestId,
         coupon_id: Uuid,
     ) -> RedisResult<()> {
-        let [a, b] = self.keys(template).outcomes;
         self.scripts
             .forget
-            .key(a)
-            .key(b)
+            .key(self.keys(template).outcomes)
             .arg(request_id.as_str())
             .arg(coupon_id.to_string())
             .invoke_async::<i64>(&mut self.conn.clone())

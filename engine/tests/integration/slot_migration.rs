@@ -5,7 +5,8 @@
 
 use std::time::Instant;
 
-use coupon_engine::Variant;
+use coupon_engine::{Variant, domain::ids::TemplateId};
+use coupon_testkit::redis_cluster::SlotMigration;
 
 use crate::redis_cluster::{OnCluster, R};
 
@@ -15,9 +16,13 @@ const OTHER_KEYS: usize = 2_000;
 /// Keys per `MIGRATE`, as `redis-cli --cluster reshard` moves them (its default pipeline).
 const PER_CALL: usize = 10;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claims_are_served_while_the_templates_slot_migrates() -> R {
-    let on = OnCluster::start(Variant::Correct).await?;
+/// A sale on a cluster of its own whose slot is migrating, held half-way: other keys of
+/// the slot moved, the template's own still on the source. Returns the cluster, the
+/// template and the migration.
+async fn held_half_way(
+    variant: Variant,
+) -> anyhow::Result<(OnCluster, TemplateId, SlotMigration, Instant)> {
+    let on = OnCluster::start(variant).await?;
     let t = on.sale(500).await?;
     on.first_claim(t).await?;
     let others: Vec<String> = (0..OTHER_KEYS)
@@ -36,14 +41,18 @@ async fn claims_are_served_while_the_templates_slot_migrates() -> R {
         .on_cluster(move |c| c.begin_slot_migration(&stock_key))
         .await?;
     assert_eq!(migration.source, source);
-
-    // Held half-way, the template's keys still on the source: fresh claims are served.
     let half = others[..OTHER_KEYS / 2].to_vec();
     let m = migration.clone();
     tokio::task::spawn_blocking(move || {
         half.chunks(PER_CALL).try_for_each(|keys| m.move_keys(keys))
     })
     .await??;
+    Ok((on, t, migration, began))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_are_served_while_the_templates_slot_migrates() -> R {
+    let (on, t, migration, began) = held_half_way(Variant::Correct).await?;
     assert_eq!(
         on.claims(t, "migrating-", 20).await?,
         20,
@@ -70,6 +79,28 @@ async fn claims_are_served_while_the_templates_slot_migrates() -> R {
     // On the new master the sale goes on and sells exactly its stock.
     on.claims(t, "after-", 500).await?;
     assert_eq!(on.issued(t).await?, 500);
+    on.audit_ok(t).await?;
+    drop(on);
+    Ok(())
+}
+
+/// D18 names a key of each request's own in its claim, as round two did: missing until the
+/// claim runs, so the node answers TRYAGAIN as long as the slot migrates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_naming_a_missing_key_is_not_served_while_the_slot_migrates() -> R {
+    let (on, t, migration, began) = held_half_way(Variant::D18).await?;
+    assert_eq!(
+        on.claims(t, "migrating-", 5).await?,
+        0,
+        "D18's fresh claims cannot be served while the slot migrates"
+    );
+    let m = migration.clone();
+    tokio::task::spawn_blocking(move || m.finish(PER_CALL, began)).await??;
+    assert_eq!(
+        on.claims(t, "after-", 5).await?,
+        5,
+        "served again once it moved"
+    );
     on.audit_ok(t).await?;
     drop(on);
     Ok(())

@@ -106,13 +106,12 @@ pub(crate) async fn redis_claim_script(
             "--csv".into(),
             "EVALSHA".into(),
             sha.clone(),
-            "6".into(),
+            "5".into(),
         ];
         a.extend([
             k.stock.clone(),
             k.claimed.clone(),
-            k.outcomes[0].clone(),
-            k.outcomes[1].clone(),
+            k.outcomes.clone(),
             k.pending.clone(),
             k.epoch.clone(),
         ]);
@@ -155,11 +154,10 @@ async fn script_answer(
     let rid = if granting { "anchor-probe" } else { "sold-out" };
     let reply: Vec<redis::Value> = redis::cmd("EVALSHA")
         .arg(sha)
-        .arg(6)
+        .arg(5)
         .arg(&k.stock)
         .arg(&k.claimed)
-        .arg(&k.outcomes[0])
-        .arg(&k.outcomes[1])
+        .arg(&k.outcomes)
         .arg(&k.pending)
         .arg(&k.epoch)
         .arg(rid)

@@ -73,6 +73,7 @@ impl Report {
             recoveries: Vec::new(),
             restock: Vec::new(),
             open_model: None,
+            checks: coupon_verify::Composed::default(),
         }
     }
 }

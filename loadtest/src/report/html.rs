@@ -51,6 +51,11 @@ pub(crate) fn render(r: &Report) -> String {
         esc(&r.git_commit),
         esc(&r.target)
     );
+    let _ = write!(
+        s,
+        "<p class=\"muted\">Checks: {}</p>",
+        esc(&super::composed::summary(&r.checks))
+    );
     if !r.failures.is_empty() {
         s.push_str("<h2>Why it failed</h2><ul>");
         for f in &r.failures {

@@ -53,6 +53,7 @@ fn header(s: &mut String, r: &Report) {
         "Run `{}` · commit `{}` · {} · {}\n",
         r.run_id, r.git_commit, r.target, r.started_at
     );
+    let _ = writeln!(s, "Checks: {}\n", super::composed::summary(&r.checks));
     if !r.audited {
         let _ = writeln!(
             s,

@@ -4,6 +4,7 @@
 //! — beside Goose's own reports.
 
 mod assemble;
+mod composed;
 pub(crate) mod html;
 mod json;
 mod junit;
@@ -112,6 +113,10 @@ pub(crate) struct Report {
     pub open_model: Option<crate::arrivals::OpenFigures>,
     /// Why the run failed, in words (empty on PASS).
     pub failures: Vec<String>,
+    /// The invariants as composed checker results (valid / invalid / unknown each, and
+    /// merged), the shape every verifier of the workspace reports; filled when written.
+    #[serde(default)]
+    pub checks: coupon_verify::Composed,
 }
 
 /// Reports written before `audited` existed were all audited.
@@ -214,6 +219,10 @@ pub(crate) fn esc(s: &str) -> String {
 
 /// Writes `report.json`, `report.md`, `index.html` and `report.junit.xml` into `dir`.
 pub(crate) fn write_all(dir: &Path, report: &Report) -> anyhow::Result<()> {
+    let report = &Report {
+        checks: composed::composed(report),
+        ..report.clone()
+    };
     let files = [
         ("report.json", json::render(report)?),
         ("report.md", md::render(report)),

@@ -38,8 +38,7 @@ impl RedisStore {
             .key(&k.stock)
             .key(k.staging(epoch))
             .key(&k.rebuilding)
-            .key(&k.outcomes[0])
-            .key(&k.outcomes[1])
+            .key(&k.outcomes)
             .arg(epoch)
             .arg(STAGING_TTL_SECS)
             .invoke_async::<i64>(&mut self.conn.clone())
@@ -82,8 +81,8 @@ impl RedisStore {
     ) -> RedisResult<()> {
         let k = self.keys(template);
         for chunk in claims.chunks(SLICE) {
-            let mut inv = self.scripts.remember.key(&k.outcomes[0]);
-            inv.key(&k.outcomes[1]).arg(now_ms).arg(ttl_ms.max(1));
+            let mut inv = self.scripts.remember.key(&k.outcomes);
+            inv.arg(now_ms).arg(ttl_ms.max(1));
             for c in chunk {
                 inv.arg(&c.claim_request_id).arg(
                     RequestRecord {
@@ -136,8 +135,7 @@ impl RedisStore {
             .key(&k.applied)
             .key(k.staging(epoch))
             .key(&k.rebuilding)
-            .key(&k.outcomes[0])
-            .key(&k.outcomes[1])
+            .key(&k.outcomes)
             .arg(epoch)
             .invoke_async(&mut self.conn.clone())
             .await?;

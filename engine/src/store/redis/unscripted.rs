@@ -28,13 +28,11 @@ impl RedisStore {
         template: TemplateId,
         request_id: &RequestId,
     ) -> RedisResult<Option<String>> {
-        let [a, b] = self.keys(template).outcomes;
-        let (in_a, in_b): (Option<String>, Option<String>) = redis::pipe()
-            .hget(a, request_id.as_str())
-            .hget(b, request_id.as_str())
+        redis::cmd("HGET")
+            .arg(self.keys(template).outcomes)
+            .arg(request_id.as_str())
             .query_async(&mut self.conn.clone())
-            .await?;
-        Ok(in_a.or(in_b))
+            .await
     }
 
     /// Stores the outcome of a claim request for `ttl_secs` at least (one at least).
@@ -45,12 +43,10 @@ impl RedisStore {
         record: &RequestRecord<'_>,
         ttl_secs: u64,
     ) -> RedisResult<()> {
-        let [a, b] = self.keys(template).outcomes;
         let now_ms = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
         self.scripts
             .remember
-            .key(a)
-            .key(b)
+            .key(self.keys(template).outcomes)
             .arg(now_ms)
             .arg(ttl_secs.max(1) * 1000)
             .arg(request_id.as_str())
@@ -67,13 +63,11 @@ impl RedisStore {
         template: TemplateId,
         request_id: &str,
     ) -> RedisResult<i64> {
-        let [a, b] = self.keys(template).outcomes;
-        let (in_a, in_b): (i64, i64) = redis::pipe()
-            .hdel(a, request_id)
-            .hdel(b, request_id)
+        redis::cmd("HDEL")
+            .arg(self.keys(template).outcomes)
+            .arg(request_id)
             .query_async(&mut self.conn.clone())
-            .await?;
-        Ok(in_a + in_b)
+            .await
     }
 
     /// True while the request's intent waits in the pending hash.

@@ -40,9 +40,10 @@ impl Report {
         }
     }
 
-    /// `{"file","verdict","millis","ops"}` on one line, in that order, then the
+    /// `{"file","verdict","millis","ops","validity"}` on one line, in that order, then the
     /// violation's `explanation`, or why it is undecided (`reason`) and which budget ended
-    /// the search (`limit`: `time`, `memory`, `steps`, `size`).
+    /// the search (`limit`: `time`, `memory`, `steps`, `size`). `validity` is the verdict as
+    /// every report of the workspace says it (`valid`, `invalid`, `unknown`).
     pub fn json(&self) -> serde_json::Result<String> {
         #[derive(Serialize)]
         struct Line<'a> {
@@ -50,6 +51,7 @@ impl Report {
             verdict: &'a str,
             millis: f64,
             ops: usize,
+            validity: coupon_proptests::validity::Validity,
             #[serde(skip_serializing_if = "Option::is_none")]
             explanation: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -69,6 +71,7 @@ impl Report {
             verdict: self.verdict_name(),
             millis: (self.millis * 1e3).round() / 1e3,
             ops: self.ops,
+            validity: self.verdict.validity(),
             explanation,
             reason,
             limit,

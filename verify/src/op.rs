@@ -355,12 +355,11 @@ mod tests {
 }
 
 /// Short constructors for tests, all on template 0.
-#[cfg(test)]
-pub(crate) mod fixtures {
+pub mod fixtures {
     use super::{CouponRef, Op};
 
     /// The coupon of claim `req` on template 0.
-    pub(crate) fn coupon(req: &str) -> CouponRef {
+    pub fn coupon(req: &str) -> CouponRef {
         CouponRef {
             template: 0,
             request_id: req.into(),
@@ -368,7 +367,7 @@ pub(crate) mod fixtures {
     }
 
     /// A claim on template 0.
-    pub(crate) fn claim(user: &str, req: &str) -> Op {
+    pub fn claim(user: &str, req: &str) -> Op {
         Op::Claim {
             template: 0,
             user: user.into(),
@@ -377,7 +376,7 @@ pub(crate) mod fixtures {
     }
 
     /// A redeem of the coupon of claim `req`.
-    pub(crate) fn redeem(req: &str, user: &str, order: &str) -> Op {
+    pub fn redeem(req: &str, user: &str, order: &str) -> Op {
         Op::Redeem {
             coupon: coupon(req),
             user: user.into(),
@@ -386,7 +385,7 @@ pub(crate) mod fixtures {
     }
 
     /// A refund of the coupon of claim `req`.
-    pub(crate) fn refund(req: &str, user: &str, order: &str) -> Op {
+    pub fn refund(req: &str, user: &str, order: &str) -> Op {
         Op::Refund {
             coupon: coupon(req),
             user: user.into(),
@@ -395,7 +394,7 @@ pub(crate) mod fixtures {
     }
 
     /// A checkout lock of the coupon of claim `req`.
-    pub(crate) fn lock(req: &str, user: &str, order: &str) -> Op {
+    pub fn lock(req: &str, user: &str, order: &str) -> Op {
         Op::Lock {
             coupon: coupon(req),
             user: user.into(),
@@ -404,7 +403,7 @@ pub(crate) mod fixtures {
     }
 
     /// A release of the coupon of claim `req`.
-    pub(crate) fn release(req: &str, user: &str, order: &str) -> Op {
+    pub fn release(req: &str, user: &str, order: &str) -> Op {
         Op::Release {
             coupon: coupon(req),
             user: user.into(),

@@ -1,0 +1,25 @@
+//! # coupon-verify
+//!
+//! The verification core (docs/ARCHITECTURE.md, "Verification"): what every generator — the
+//! property tests, the load test, `check-history` — feeds and is judged by. Pure: no I/O and
+//! no async runtime, so every piece is unit-tested and a saved history replays anywhere.
+//!
+//! - [`invariant`]: the invariant catalogue (I1–I14) and a finding against one.
+//! - [`op`]: operations and results in scenario terms (template indices, coupons named by
+//!   the claim that created them).
+//! - [`history`]: the Jepsen-style history of invocations and completions, and its recorder.
+//! - [`linearizability`]: the I8 checker, a memoised Wing–Gong search per partition over any
+//!   sequential model, with time and memory budgets.
+//! - [`histories`]: published Jepsen/Porcupine/Knossos history formats and their models.
+//! - [`validity`]: checker results composed as Jepsen's `checker/compose` does — valid,
+//!   invalid or unknown per named checker, merged into one.
+
+pub mod histories;
+pub mod history;
+pub mod invariant;
+pub mod linearizability;
+pub mod op;
+pub mod validity;
+
+pub use invariant::{Finding, Invariant};
+pub use validity::{CheckerResult, Composed, Judgement, Validity};
