@@ -8,14 +8,11 @@
 //! - [`model`]: the sequential model of the engine, `step(state, op) -> (result, state)`.
 //! - [`linearizability`]: the core's I8 checker, with the engine's model over it.
 //! - [`histories`]: the core's published history formats, with the data set's manifest.
-//! - [`ack`]: the I6/I7 checker, comparing acknowledgements with the final state.
-//! - [`one_order`]: the I11 checker, one live order per coupon, from the history.
 //! - [`counterexample_page`]: a violation drawn as an offline page (`check-history --html`,
 //!   a failing property case).
 //! - [`scenario`], [`run`], [`nemesis`], [`property`]: generated scenarios run for real
 //!   against Redis and Postgres, with faults, checked and shrunk.
 
-pub mod ack;
 pub mod case_page;
 pub mod checkers;
 pub mod counterexample_page;
@@ -25,12 +22,11 @@ pub mod linearizability;
 pub mod model;
 pub mod mutation;
 pub mod nemesis;
-pub mod one_order;
 pub mod property;
 pub mod run;
 pub mod scenario;
 
-pub use coupon_verify::{history, op, validity};
+pub use coupon_verify::{ack, history, one_order, op, validity};
 
 pub use ack::{FinalCoupon, FinalState, FinalStatus, check_acks};
 pub use coupon_verify::{Finding, Invariant};

@@ -207,6 +207,7 @@ pub async fn heal(target: &Target) {
     }
     if let Some(c) = &target.cluster
         && let Err(e) = blocking(c, |c| {
+            c.release_buses();
             c.restore_replication()?;
             c.revive()
         })
@@ -231,7 +232,9 @@ async fn apply(t: &Target, fault: &Fault) -> anyhow::Result<String> {
         | Fault::ScriptFlush
         | Fault::EvictKey { .. }
         | Fault::AbortRebuild { .. } => redis_data_retried(t, fault).await,
-        Fault::KillSlotMaster { .. } | Fault::LaggingTakeover { .. } => cluster(t, fault).await,
+        Fault::KillSlotMaster { .. } | Fault::LaggingTakeover { .. } | Fault::HoldBus { .. } => {
+            cluster(t, fault).await
+        }
         Fault::MigrateSlot { template } => finish_migration(t, *template).await,
         Fault::TerminateBackends | Fault::CrashPostgres | Fault::FailOverPostgres => {
             postgres(t, fault).await
@@ -545,6 +548,20 @@ async fn cluster(t: &Target, fault: &Fault) -> anyhow::Result<String> {
                 } else {
                     ""
                 }
+            )
+        }
+        Fault::HoldBus { template, ms } => {
+            let key = t.engine.redis().keys(template_id(t, *template)).stock;
+            let c = own_cluster(t)?.clone();
+            let master = blocking(&c, move |c| c.hold_bus_of(&key)).await?;
+            tokio::time::sleep(Duration::from_millis(*ms)).await;
+            blocking(&c, |c| {
+                c.release_buses();
+                Ok(())
+            })
+            .await?;
+            format!(
+                "the bus of master :{master} (template {template}'s slot) held {ms}ms from its peers, then released"
             )
         }
         other => anyhow::bail!("not a cluster fault: {other:?}"),

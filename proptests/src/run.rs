@@ -117,9 +117,15 @@ impl CaseStores {
         let shared = shared_backends().await?;
         let failover = scenario.faults.iter().any(|f| f.fault.needs_cluster());
         let own_cluster = if failover {
-            let cluster =
-                tokio::task::spawn_blocking(|| LocalCluster::start(RedisPersistence::None))
-                    .await??;
+            let proxies = scenario.faults.iter().any(|f| f.fault.needs_bus_proxies());
+            let cluster = tokio::task::spawn_blocking(move || {
+                if proxies {
+                    LocalCluster::start_with_bus_proxies(RedisPersistence::None)
+                } else {
+                    LocalCluster::start(RedisPersistence::None)
+                }
+            })
+            .await??;
             Some(Arc::new(tokio::sync::Mutex::new(cluster)))
         } else {
             None

@@ -103,6 +103,17 @@ pub enum Fault {
         /// Template index.
         template: u32,
     },
+    /// On the case's own cluster: the bus of the master owning the template's slot cut off
+    /// from its peers for `ms` (their pings to it held, nothing reset; it still reaches them
+    /// and serves clients): a partial partition, which the cluster rides out (Redis counts
+    /// any packet from a node as a sign of life). The engine must not react to it: no
+    /// rebuild without a real change (I14), every invariant held.
+    HoldBus {
+        /// Template index.
+        template: u32,
+        /// How long the bus is held, ms.
+        ms: u64,
+    },
     /// On the case's own cluster: cut the replication of the replica of the template's
     /// master, let the case run on for `lag_ms`, then promote that lagging replica with
     /// `CLUSTER FAILOVER TAKEOVER`: stale but present counters, on another node.
@@ -195,6 +206,7 @@ impl Fault {
                 | Self::AbortRebuild { .. }
                 | Self::KillSlotMaster { .. }
                 | Self::LaggingTakeover { .. }
+                | Self::HoldBus { .. }
         )
     }
 
@@ -250,8 +262,16 @@ impl Fault {
     pub fn needs_cluster(&self) -> bool {
         matches!(
             self,
-            Self::KillSlotMaster { .. } | Self::LaggingTakeover { .. } | Self::MigrateSlot { .. }
+            Self::KillSlotMaster { .. }
+                | Self::LaggingTakeover { .. }
+                | Self::MigrateSlot { .. }
+                | Self::HoldBus { .. }
         )
+    }
+
+    /// True if the fault needs the cluster's buses behind fault proxies.
+    pub fn needs_bus_proxies(&self) -> bool {
+        matches!(self, Self::HoldBus { .. })
     }
 
     /// True if no store goes away, even for a moment, while the fault lasts: the engine
@@ -517,11 +537,13 @@ pub fn scenarios(
 }
 
 /// A failover on the case's own cluster: the master of a template's slot killed, or a
-/// lagging replica promoted; or that slot resharded to another master.
+/// lagging replica promoted; or that slot resharded to another master; or that master's bus
+/// held from its peers.
 pub fn failover(templates: u32) -> impl Strategy<Value = Fault> {
     prop_oneof![
         (0..templates).prop_map(|template| Fault::KillSlotMaster { template }),
         (0..templates).prop_map(|template| Fault::MigrateSlot { template }),
+        (0..templates, 500u64..=2_500).prop_map(|(template, ms)| Fault::HoldBus { template, ms }),
         (0..templates, 5u64..=120, any::<bool>()).prop_map(|(template, lag_ms, warm_scripts)| {
             Fault::LaggingTakeover {
                 template,

@@ -24,6 +24,7 @@ use crate::{
 };
 use coupon_engine::store::{cluster_nodes::ClusterNode, redis_conn::RedisTarget};
 
+mod bus;
 mod node;
 mod slot_migration;
 
@@ -43,6 +44,16 @@ struct Node {
     port: u16,
     bus: u16,
     dir: tempfile::TempDir,
+    /// The fault proxy its peers reach its bus through, when the cluster has them
+    /// ([`LocalCluster::start_with_bus_proxies`]).
+    bus_proxy: Option<crate::fault_proxy::FaultProxy>,
+}
+
+impl Node {
+    /// The bus port the node announces: its proxy's, if it has one.
+    fn announced_bus(&self) -> Option<u16> {
+        self.bus_proxy.as_ref().map(|p| p.addr().port())
+    }
 }
 
 /// What a failover did, for the nemesis log.
@@ -65,11 +76,22 @@ impl LocalCluster {
     /// Starts 6 nodes, joins them into a cluster with one replica per master, and waits until
     /// every node reports `cluster_state:ok` and every replica is in sync.
     pub fn start(persistence: RedisPersistence) -> Result<Self, ProvisionError> {
+        Self::start_trying(persistence, false)
+    }
+
+    /// [`Self::start`], each node's peers reaching its bus through a fault proxy of its own
+    /// (the node announces the proxy's port), so that a node's bus can be partitioned
+    /// ([`Self::hold_bus_of`]).
+    pub fn start_with_bus_proxies(persistence: RedisPersistence) -> Result<Self, ProvisionError> {
+        Self::start_trying(persistence, true)
+    }
+
+    fn start_trying(persistence: RedisPersistence, proxies: bool) -> Result<Self, ProvisionError> {
         // Another process may take a free port before redis-server binds it: try again on
         // other ports (the nodes already started are killed on drop).
         let mut last = None;
         for _ in 0..3 {
-            match Self::start_once(persistence) {
+            match Self::start_once(persistence, proxies) {
                 Ok(c) => return Ok(c),
                 Err(e) => last = Some(e),
             }
@@ -77,7 +99,7 @@ impl LocalCluster {
         Err(last.unwrap_or_else(|| ProvisionError::local("cluster not started")))
     }
 
-    fn start_once(persistence: RedisPersistence) -> Result<Self, ProvisionError> {
+    fn start_once(persistence: RedisPersistence, proxies: bool) -> Result<Self, ProvisionError> {
         let mut cluster = Self {
             nodes: Vec::new(),
             persistence,
@@ -87,12 +109,21 @@ impl LocalCluster {
         for pair in ports.chunks(2) {
             let dir = tempfile::tempdir().map_err(ProvisionError::local)?;
             let (port, bus) = (pair[0], pair[1]);
-            let child = spawn(port, bus, dir.path(), persistence)?;
+            let bus_proxy = if proxies {
+                Some(crate::fault_proxy::FaultProxy::start(&format!(
+                    "127.0.0.1:{bus}"
+                ))?)
+            } else {
+                None
+            };
+            let announced = bus_proxy.as_ref().map(|p| p.addr().port());
+            let child = spawn(port, bus, announced, dir.path(), persistence)?;
             cluster.nodes.push(Node {
                 child: Some(child),
                 port,
                 bus,
                 dir,
+                bus_proxy,
             });
         }
         for n in &mut cluster.nodes {
@@ -205,7 +236,13 @@ impl LocalCluster {
         let mut revived = Vec::new();
         for n in &mut self.nodes {
             if n.child.is_none() {
-                n.child = Some(spawn(n.port, n.bus, n.dir.path(), persistence)?);
+                n.child = Some(spawn(
+                    n.port,
+                    n.bus,
+                    n.announced_bus(),
+                    n.dir.path(),
+                    persistence,
+                )?);
                 wait_for_port(n.port, Duration::from_secs(10))?;
                 revived.push(n.port);
             }
@@ -312,12 +349,13 @@ impl LocalCluster {
         let ports = free_ports(2)?;
         let (port, bus) = (ports[0], ports[1]);
         let dir = tempfile::tempdir().map_err(ProvisionError::local)?;
-        let child = spawn(port, bus, dir.path(), self.persistence)?;
+        let child = spawn(port, bus, None, dir.path(), self.persistence)?;
         self.nodes.push(Node {
             child: Some(child),
             port,
             bus,
             dir,
+            bus_proxy: None,
         });
         wait_for_port(port, Duration::from_secs(10))?;
         let cli = find_binary("redis-cli")

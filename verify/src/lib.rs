@@ -11,13 +11,17 @@
 //! - [`linearizability`]: the I8 checker, a memoised Wing–Gong search per partition over any
 //!   sequential model, with time and memory budgets.
 //! - [`histories`]: published Jepsen/Porcupine/Knossos history formats and their models.
+//! - [`ack`]: the I6/I7 checker, comparing acknowledgements with the final state.
+//! - [`one_order`]: the I11 checker, one live order per coupon, from the history.
 //! - [`validity`]: checker results composed as Jepsen's `checker/compose` does — valid,
 //!   invalid or unknown per named checker, merged into one.
 
+pub mod ack;
 pub mod histories;
 pub mod history;
 pub mod invariant;
 pub mod linearizability;
+pub mod one_order;
 pub mod op;
 pub mod validity;
 

@@ -9,6 +9,7 @@ mod big_rebuild;
 mod checkout;
 mod claim;
 mod claim_decision_sql;
+mod cluster_bus;
 mod containers;
 mod grey_failures;
 mod http_api;

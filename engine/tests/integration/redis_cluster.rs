@@ -33,8 +33,23 @@ pub(crate) struct OnCluster {
 
 impl OnCluster {
     pub(crate) async fn start(variant: Variant) -> anyhow::Result<Self> {
-        let cluster =
-            tokio::task::spawn_blocking(|| LocalCluster::start(RedisPersistence::None)).await??;
+        Self::start_on(variant, false).await
+    }
+
+    /// [`Self::start`] on a cluster whose nodes' buses are reached through fault proxies.
+    pub(crate) async fn start_with_bus_proxies(variant: Variant) -> anyhow::Result<Self> {
+        Self::start_on(variant, true).await
+    }
+
+    async fn start_on(variant: Variant, bus_proxies: bool) -> anyhow::Result<Self> {
+        let cluster = tokio::task::spawn_blocking(move || {
+            if bus_proxies {
+                LocalCluster::start_with_bus_proxies(RedisPersistence::None)
+            } else {
+                LocalCluster::start(RedisPersistence::None)
+            }
+        })
+        .await??;
         let shared = shared_backends().await?;
         let backends = Arc::new(Backends::with_target(
             cluster.target(),

@@ -75,10 +75,11 @@ pub(super) fn field(info: &str, name: &str) -> Option<String> {
 pub(super) fn spawn(
     port: u16,
     bus: u16,
+    announced_bus: Option<u16>,
     dir: &Path,
     persistence: RedisPersistence,
 ) -> Result<ServerProcess, ProvisionError> {
-    let extra = [
+    let mut extra = [
         "--cluster-enabled",
         "yes",
         "--cluster-config-file",
@@ -106,6 +107,11 @@ pub(super) fn spawn(
         "--repl-diskless-sync-delay",
         "0",
     ]
-    .map(String::from);
+    .map(String::from)
+    .to_vec();
+    if let Some(p) = announced_bus {
+        // Its peers reach its bus through a fault proxy on this port.
+        extra.extend(["--cluster-announce-bus-port".into(), p.to_string()]);
+    }
     spawn_redis_server(port, dir, persistence, &extra)
 }

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use coupon_engine::{Finding, Invariant};
+use crate::invariant::{Finding, Invariant};
 
 use crate::{
     history::{History, HistoryError, Operation, Outcome},

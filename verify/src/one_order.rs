@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use coupon_engine::{Finding, Invariant};
+use crate::invariant::{Finding, Invariant};
 
 use crate::{
     history::{Operation, Outcome},
