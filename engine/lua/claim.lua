@@ -41,5 +41,5 @@ redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 redis.call('HSET', KEYS[4], ARGV[1], ARGV[4] .. '|' .. ARGV[2] .. '|' .. epoch .. '|' .. ARGV[5])
 remember_outcome(KEYS[3], ARGV[1],
   ARGV[4] .. '|' .. ARGV[2] .. '|' .. remaining .. '|' .. epoch .. '|' .. ARGV[5],
-  tonumber(ARGV[5]), tonumber(ARGV[6]) * 1000)
+  tonumber(ARGV[5]), tonumber(ARGV[6]) * 1000, remaining % 16 == 0)
 return {'ok', ARGV[4], remaining, tonumber(epoch), tonumber(ARGV[5]), 1, 1}

@@ -4,7 +4,9 @@
 -- (ms), then pairs request_id, outcome. Returns how many were written.
 local n = 0
 for i = 3, #ARGV, 2 do
-  remember_outcome(KEYS[1], ARGV[i], ARGV[i + 1], tonumber(ARGV[1]), tonumber(ARGV[2]))
+  -- One sweep per call, at its last write.
+  remember_outcome(KEYS[1], ARGV[i], ARGV[i + 1], tonumber(ARGV[1]), tonumber(ARGV[2]),
+    i + 1 == #ARGV)
   n = n + 1
 end
 return n

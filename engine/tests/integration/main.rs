@@ -18,6 +18,7 @@ mod lookup_plans;
 mod openapi_contract;
 mod pg_failover;
 mod postgres_crash;
+mod recorded_outcomes;
 mod redeem_refund;
 mod redis_cluster;
 mod risky_settings;
