@@ -60,7 +60,7 @@ async fn an_outcome_is_kept_its_window_and_swept_after_it() -> R {
     for n in 0..100 {
         assert!(
             redis
-                .request_record(t.id, &rid(&format!("s{n}")))
+                .request_record(t.id, &rid(format!("s{n}")))
                 .await?
                 .is_none(),
             "s{n}'s outcome outlived its window"
@@ -69,7 +69,7 @@ async fn an_outcome_is_kept_its_window_and_swept_after_it() -> R {
     for n in 100..1_200 {
         assert!(
             redis
-                .request_record(t.id, &rid(&format!("s{n}")))
+                .request_record(t.id, &rid(format!("s{n}")))
                 .await?
                 .is_some(),
             "s{n}'s outcome went within its window"
