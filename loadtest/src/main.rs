@@ -23,6 +23,7 @@ mod bench;
 mod capacity;
 mod checks;
 mod cli;
+mod counterexample;
 mod event;
 mod fleet;
 mod lean_client;

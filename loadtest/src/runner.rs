@@ -16,7 +16,7 @@ use crate::{
     arrivals, attack, audit, baseline,
     checks::InvariantResult,
     cli::Settings,
-    nemesis,
+    counterexample, nemesis,
     progress::phase,
     record::{self, RunRecord},
     recovery,
@@ -191,6 +191,16 @@ pub(crate) async fn run_to_report(s: Settings) -> anyhow::Result<(Verdict, Repor
     report.restock = restock;
     report.servers_peak_rss_mib = servers_peak_rss_mib;
     report.open_model = open_model;
+    report.counterexample = counterexample::write(
+        &dir,
+        &counterexample::FailedRun {
+            run_id: &report.run_id,
+            invariants: &report.invariants,
+            events: &recorded.kept,
+            templates: &report.templates,
+            nemesis: &report.nemesis,
+        },
+    )?;
     let verdict = report.outcome;
     report::write_all(&dir, &report)?;
     summarise(&report, &dir);

@@ -13,6 +13,7 @@
 //! - [`histories`]: published Jepsen/Porcupine/Knossos history formats and their models.
 //! - [`ack`]: the I6/I7 checker, comparing acknowledgements with the final state.
 //! - [`one_order`]: the I11 checker, one live order per coupon, from the history.
+//! - [`page`]: a counterexample drawn as an offline HTML page, Porcupine-style.
 //! - [`validity`]: checker results composed as Jepsen's `checker/compose` does — valid,
 //!   invalid or unknown per named checker, merged into one.
 
@@ -23,6 +24,7 @@ pub mod invariant;
 pub mod linearizability;
 pub mod one_order;
 pub mod op;
+pub mod page;
 pub mod validity;
 
 pub use invariant::{Finding, Invariant};

@@ -58,6 +58,7 @@ impl Report {
             endpoints: stats::endpoints(tally),
             status_codes: stats::status_codes(tally),
             failures: crate::checks::failures(&invariants),
+            counterexample: None,
             invariants,
             audits: Vec::new(),
             thresholds: Vec::new(),

@@ -62,6 +62,13 @@ pub(crate) fn render(r: &Report) -> String {
             let _ = write!(s, "<li class=\"bad\">{}</li>", esc(f));
         }
         s.push_str("</ul>");
+        if let Some(page) = &r.counterexample {
+            let _ = write!(
+                s,
+                "<p>The answers the failures name, on a timeline: <a href=\"{0}\">{0}</a></p>",
+                esc(page)
+            );
+        }
     }
     summary_cards(&mut s, r);
     if !r.nemesis.is_empty() {

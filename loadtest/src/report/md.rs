@@ -67,6 +67,12 @@ fn header(s: &mut String, r: &Report) {
         for f in &r.failures {
             let _ = writeln!(s, "- {}", cell(f));
         }
+        if let Some(page) = &r.counterexample {
+            let _ = writeln!(
+                s,
+                "\nThe answers the failures name, on a timeline: [{page}]({page})"
+            );
+        }
         s.push('\n');
     }
 }

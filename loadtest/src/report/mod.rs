@@ -113,6 +113,10 @@ pub(crate) struct Report {
     pub open_model: Option<crate::arrivals::OpenFigures>,
     /// Why the run failed, in words (empty on PASS).
     pub failures: Vec<String>,
+    /// The failed invariants' counterexample page beside the report (`counterexample.html`),
+    /// when the run kept the answers it names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counterexample: Option<String>,
     /// The invariants as composed checker results (valid / invalid / unknown each, and
     /// merged), the shape every verifier of the workspace reports; filled when written.
     #[serde(default)]
