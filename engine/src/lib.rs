@@ -20,8 +20,6 @@ pub mod http;
 /// The invariant catalogue, the verification core's (one definition for the engine's
 /// auditor and every checker).
 pub use coupon_verify::invariant;
-#[cfg(feature = "mutants")]
-mod mutants;
 pub mod persistence;
 pub mod redact;
 pub mod service;

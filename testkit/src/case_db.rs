@@ -173,7 +173,7 @@ async fn empty_if_reusable(
     template: &str,
     name: &str,
 ) -> Result<bool, ProvisionError> {
-    let mut conn = PgConnection::connect(&crate::env::with_database(admin_url, name))
+    let mut conn = PgConnection::connect(&with_database(admin_url, name))
         .await
         .map_err(ProvisionError::setup)?;
     let (shape, size, template_size): (String, i64, i64) =
@@ -285,4 +285,16 @@ async fn create_from_template(
         "CREATE DATABASE {database}: {}",
         last.unwrap_or_default()
     )))
+}
+
+/// `url` with its database name replaced by `database` (its query kept).
+pub(crate) fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let root = base.rsplit_once('/').map_or(base, |(r, _)| r);
+    match query {
+        Some(q) => format!("{root}/{database}?{q}"),
+        None => format!("{root}/{database}"),
+    }
 }

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::{
     Backends, ProvisionError,
-    case_db::{CaseDatabase, TemplateRecord},
+    case_db::{CaseDatabase, TemplateRecord, with_database},
     shared_backends,
 };
 use coupon_engine::{
@@ -138,16 +138,6 @@ impl Drop for TestEnv {
     }
 }
 
-pub(crate) fn with_database(url: &str, database: &str) -> String {
-    let (base, query) = url
-        .split_once('?')
-        .map_or((url, None), |(b, q)| (b, Some(q)));
-    let root = base.rsplit_once('/').map_or(base, |(r, _)| r);
-    match query {
-        Some(q) => format!("{root}/{database}?{q}"),
-        None => format!("{root}/{database}"),
-    }
-}
 
 /// Name of the migrated template database for the current migrations.
 fn template_name() -> String {

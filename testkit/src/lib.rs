@@ -25,6 +25,7 @@
 mod case_db;
 mod containers;
 mod env;
+mod host;
 pub mod fault_proxy;
 pub mod images;
 pub mod local;

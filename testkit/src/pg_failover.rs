@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use crate::{
     ProvisionError,
     fault_proxy::{FaultProxy, LinkMode},
-    local::{LocalPostgres, find_binary},
+    host::find_binary,
+    local::LocalPostgres,
 };
 
 /// How the primary waits for its standby.

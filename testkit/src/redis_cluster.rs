@@ -18,7 +18,7 @@ use std::{
 
 use crate::{
     ProvisionError,
-    local::{find_binary, free_ports, wait_for_port},
+    host::{find_binary, free_ports, wait_for_port},
     process::ServerProcess,
     redis_server::RedisPersistence,
 };

@@ -12,7 +12,7 @@ use std::{
 
 use crate::{
     ProvisionError,
-    local::{find_binary, free_port, wait_for_port},
+    host::{find_binary, free_port, wait_for_port},
     process::ServerProcess,
 };
 

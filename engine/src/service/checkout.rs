@@ -86,7 +86,7 @@ impl CouponEngine {
         }
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
         #[cfg(feature = "mutants")]
-        if let Some(r) = crate::mutants::lock(self, coupon_id, user_id, order_id, ttl_ms).await {
+        if let Some(r) = crate::service::mutants::lock(self, coupon_id, user_id, order_id, ttl_ms).await {
             return r;
         }
         self.after_pending_claims(|| self.lock_once(coupon_id, user_id, order_id, ttl_ms))
@@ -146,7 +146,7 @@ impl CouponEngine {
     ) -> EngineResult<Release> {
         validate_order_id(order_id)?;
         #[cfg(feature = "mutants")]
-        if let Some(r) = crate::mutants::release(self, coupon_id, user_id).await {
+        if let Some(r) = crate::service::mutants::release(self, coupon_id, user_id).await {
             return r;
         }
         self.after_pending_claims(|| self.release_once(coupon_id, user_id, order_id))

@@ -70,7 +70,7 @@ impl CouponEngine {
         request_id: &RequestId,
     ) -> EngineResult<ClaimReceipt> {
         #[cfg(feature = "mutants")]
-        if let Some(r) = Box::pin(crate::mutants::claim(
+        if let Some(r) = Box::pin(crate::service::mutants::claim(
             self,
             template_id,
             user_id,
@@ -224,7 +224,7 @@ impl CouponEngine {
         now_ms: i64,
     ) -> EngineResult<ClaimScript> {
         #[cfg(feature = "mutants")]
-        if let Some(r) = Box::pin(crate::mutants::admit(
+        if let Some(r) = Box::pin(crate::service::mutants::admit(
             self,
             template_id,
             request_id,
@@ -276,7 +276,7 @@ impl CouponEngine {
         intent: PendingIntent,
     ) -> EngineResult<Verdict> {
         #[cfg(feature = "mutants")]
-        if let Some(r) = Box::pin(crate::mutants::persist(self, template, &intent)).await {
+        if let Some(r) = Box::pin(crate::service::mutants::persist(self, template, &intent)).await {
             return r;
         }
         self.decide_grant(template, intent).await

@@ -71,7 +71,7 @@ impl CouponEngine {
     /// check that ended since then stands for this claim too.
     pub(super) async fn check_new_server(&self, seen: u64) -> EngineResult<()> {
         #[cfg(feature = "mutants")]
-        if let Some(r) = Box::pin(crate::mutants::check_new_server(self)).await {
+        if let Some(r) = Box::pin(crate::service::mutants::check_new_server(self)).await {
             return r;
         }
         let _one_at_a_time = self.inner.new_server_gate.lock().await;
@@ -150,7 +150,7 @@ impl CouponEngine {
         let recorded = postgres::lock_store_identities(&mut tx, ns).await?;
         let change = recorded.as_ref().and_then(|r| identity_change(r, &current));
         #[cfg(feature = "mutants")]
-        let change = crate::mutants::identity_change(self, recorded.as_ref(), &current, change);
+        let change = crate::service::mutants::identity_change(self, recorded.as_ref(), &current, change);
         if recorded.is_some() && change.is_none() {
             // Same stores; a row recorded before Postgres's identity was known is completed.
             if recorded.as_ref().is_some_and(|r| r.postgres.is_none()) {

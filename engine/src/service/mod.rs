@@ -7,6 +7,9 @@ mod claim;
 mod expire;
 mod health;
 mod identity;
+// The defect mutants replace the steps of this service: its children, reaching its state.
+#[cfg(feature = "mutants")]
+mod mutants;
 mod outbox;
 mod persister;
 mod rebuild;

@@ -193,7 +193,7 @@ impl CouponEngine {
         made_for: Option<&StoreIdentities>,
     ) -> EngineResult<Rebuilt> {
         #[cfg(feature = "mutants")]
-        if let Some(r) = crate::mutants::rebuild(self, template_id).await {
+        if let Some(r) = crate::service::mutants::rebuild(self, template_id).await {
             return r;
         }
         let template = self.template(template_id).await?;
@@ -279,7 +279,7 @@ impl CouponEngine {
             return Ok(false);
         };
         #[cfg(feature = "mutants")]
-        if crate::mutants::forgets_rebuilds(self) {
+        if crate::service::mutants::forgets_rebuilds(self) {
             return Ok(false);
         }
         Ok(postgres::epoch(&mut *conn, template_id).await? == complete

@@ -57,7 +57,7 @@ impl CouponEngine {
         }
         #[cfg(feature = "mutants")]
         if let Some(r) =
-            crate::mutants::redeem(self, coupon_id, user_id, order_id, order_amount).await
+            crate::service::mutants::redeem(self, coupon_id, user_id, order_id, order_amount).await
         {
             return r;
         }
@@ -149,7 +149,7 @@ impl CouponEngine {
                 .await;
         };
         #[cfg(feature = "mutants")]
-        let uncapped = crate::mutants::deduction(self, &discount);
+        let uncapped = crate::service::mutants::deduction(self, &discount);
         let discount = discount.compute(order_amount)?;
         #[cfg(feature = "mutants")]
         let discount = uncapped.unwrap_or(discount);

@@ -50,7 +50,7 @@ impl CouponEngine {
     ) -> EngineResult<RefundReceipt> {
         validate_order_id(order_id)?;
         #[cfg(feature = "mutants")]
-        if let Some(r) = crate::mutants::refund(self, coupon_id, user_id, order_id).await {
+        if let Some(r) = crate::service::mutants::refund(self, coupon_id, user_id, order_id).await {
             return r;
         }
         self.after_pending_claims(|| self.refund_once(coupon_id, user_id, order_id))

@@ -247,7 +247,7 @@ impl CouponEngine {
         }
         let says = self.inner.sold_out.says(template, request, recheck);
         #[cfg(feature = "mutants")]
-        let says = crate::mutants::sold_out_says(self, template, request, says);
+        let says = crate::service::mutants::sold_out_says(self, template, request, says);
         says
     }
 
@@ -287,7 +287,7 @@ impl CouponEngine {
     /// This server gave stock back to `template` or rebuilt it: its gate opens now.
     pub(super) fn stock_came_back(&self, template: TemplateId) {
         #[cfg(feature = "mutants")]
-        if crate::mutants::keeps_gate_closed(self) {
+        if crate::service::mutants::keeps_gate_closed(self) {
             return;
         }
         self.inner.sold_out.open(template);

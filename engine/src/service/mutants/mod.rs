@@ -1,5 +1,5 @@
 //! The defect mutants (feature `mutants`; docs/ARCHITECTURE.md, "Mutants"). Each is the broken
-//! counterpart of one step of the real engine, one file per flow as in `service/`. Never
+//! counterpart of one step of the real engine, one file per flow as in its parent `service/`. Never
 //! enable in production.
 //!
 //! Every hook has one shape: `async fn(engine, the step's inputs) -> Option<EngineResult<T>>`,
