@@ -30,6 +30,7 @@ mod lean_client;
 mod memory;
 mod merge;
 mod nemesis;
+mod own_stores;
 mod progress;
 mod record;
 mod recovery;

@@ -21,6 +21,8 @@ use coupon_testkit::{local::LocalRedis, pg_failover::Replication, redis_cluster:
 use serde::{Deserialize, Serialize};
 use tokio::{sync::Mutex, task::JoinHandle};
 
+use crate::own_stores::OwnRedis;
+
 /// The faults a run can inject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -97,8 +99,8 @@ impl NemesisKind {
         self,
         servers: Option<usize>,
         replication: PgReplication,
-    ) -> crate::server::GreyPlan {
-        let mut plan = crate::server::GreyPlan::default();
+    ) -> crate::own_stores::GreyPlan {
+        let mut plan = crate::own_stores::GreyPlan::default();
         match self {
             Self::PgFailover => {
                 plan.replicated_postgres = Some(match replication {
@@ -132,15 +134,6 @@ impl NemesisKind {
     }
 }
 
-/// The run's own Redis, which a fault may kill.
-#[derive(Clone)]
-pub(crate) enum OwnRedis {
-    /// One `redis-server`.
-    Node(Arc<Mutex<LocalRedis>>),
-    /// A cluster of 3 masters + 3 replicas.
-    Cluster(Arc<Mutex<LocalCluster>>),
-}
-
 /// One step of a fault, for the report.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct NemesisEvent {
@@ -169,7 +162,7 @@ pub(crate) enum Mark {
 /// What the nemesis acts on.
 pub(crate) struct Target {
     /// The run's own Postgres and the links to the stores.
-    pub grey: crate::server::GreyStores,
+    pub grey: crate::own_stores::GreyStores,
     /// The `coupon-server` processes, when the run started some.
     pub fleet: Option<Arc<Mutex<crate::fleet::Fleet>>>,
     /// When the load began (Unix µs), so that steps are timed as the requests are.

@@ -9,8 +9,9 @@ use uuid::Uuid;
 use crate::{
     api::Api,
     cli::Settings,
+    own_stores::RedisChoice,
     progress::phase,
-    server::{Plan, RedisChoice, Served},
+    server::{Plan, Served},
     templates::{self, TemplateInfo},
 };
 

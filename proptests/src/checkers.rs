@@ -12,8 +12,8 @@ use crate::{
     history::{EventKind, History},
     linearizability::Verdict,
     one_order::check_one_live_order,
-    run::{CASE_DEADLINE, LIVENESS_MARGIN, loses_redis_state},
     scenario::Scenario,
+    scenario::{CASE_DEADLINE, LIVENESS_MARGIN},
 };
 
 /// What a finished case left for the checkers.
@@ -113,7 +113,7 @@ fn linearizability(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
         // caused by a reservation that never takes effect: Redis trades the durability of
         // unacknowledged reservations for speed. Such cases are held to I1–I7 and I9; the
         // verdict stays in the report.
-        Verdict::NotLinearizable { .. } if loses_redis_state(ev.scenario) => Vec::new().into(),
+        Verdict::NotLinearizable { .. } if ev.scenario.loses_redis_state() => Vec::new().into(),
         Verdict::NotLinearizable { explanation, .. } => {
             vec![Finding::new(Invariant::I8, explanation.clone())].into()
         }

@@ -38,12 +38,7 @@ use crate::{
     scenario::{Fault, Scenario},
 };
 
-/// The engine's deadline in the property tests: shorter than the default so that a grey
-/// fault (which lasts past it) keeps a case short; the liveness check (I9) holds every
-/// operation to it plus [`LIVENESS_MARGIN`].
-pub const CASE_DEADLINE: Duration = Duration::from_secs(2);
-/// What scheduling on a busy machine may add to the deadline before an answer is late.
-pub const LIVENESS_MARGIN: Duration = Duration::from_secs(1);
+pub use crate::scenario::{CASE_DEADLINE, LIVENESS_MARGIN};
 
 /// How a case runs.
 #[derive(Debug, Clone, Copy)]
@@ -389,11 +384,6 @@ async fn drive(
     nemesis::heal(target).await;
     let errors = errors.lock().map(|e| e.clone()).unwrap_or_default();
     Ok((recorder.snapshot(), errors, log))
-}
-
-/// True if a fault of the scenario loses or rolls back Redis state.
-pub fn loses_redis_state(scenario: &Scenario) -> bool {
-    scenario.faults.iter().any(|f| f.fault.loses_redis_state())
 }
 
 /// After the faults: drain the persister, then persist every pending intent and apply the

@@ -2,10 +2,19 @@
 //! running a sequence of operations, and an optional fault schedule; with the proptest
 //! strategies that generate (and shrink) them.
 
+use std::time::Duration;
+
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::op::{CouponRef, Op, Policy, TemplateSpec};
+
+/// The engine's deadline in the property tests: shorter than the default so that a grey
+/// fault (which lasts past it) keeps a case short; the liveness check (I9) holds every
+/// operation to it plus [`LIVENESS_MARGIN`].
+pub const CASE_DEADLINE: Duration = Duration::from_secs(2);
+/// What scheduling on a busy machine may add to the deadline before an answer is late.
+pub const LIVENESS_MARGIN: Duration = Duration::from_secs(1);
 
 /// A fault the nemesis injects while the processes run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -316,6 +325,11 @@ impl Scenario {
     pub fn size(&self) -> usize {
         self.processes.iter().map(Vec::len).sum()
     }
+
+    /// True if a fault of the scenario loses or rolls back Redis state.
+    pub fn loses_redis_state(&self) -> bool {
+        self.faults.iter().any(|f| f.fault.loses_redis_state())
+    }
 }
 
 const USERS: [&str; 4] = ["u0", "u1", "u2", "u3"];
@@ -390,7 +404,7 @@ fn fault(templates: u32) -> impl Strategy<Value = Fault> {
 }
 
 /// The grey faults: each lasts past the property tests' engine deadline
-/// ([`crate::run::CASE_DEADLINE`]), so that an engine without deadlines hangs through it.
+/// ([`CASE_DEADLINE`]), so that an engine without deadlines hangs through it.
 pub fn grey_fault() -> impl Strategy<Value = Fault> {
     prop_oneof![
         (3000u64..=3500).prop_map(|ms| Fault::BlackholePostgres { ms }),
@@ -580,14 +594,14 @@ pub fn failover_scenarios(max_processes: usize, max_ops: usize) -> impl Strategy
 }
 
 /// Scenarios on a cluster of the case's own whose only fault is a template's slot migrating
-/// while the processes run, held past the engine's deadline ([`crate::run::CASE_DEADLINE`])
+/// while the processes run, held past the engine's deadline ([`CASE_DEADLINE`])
 /// so that a claim the migration keeps from being served fails rather than waits it out
 /// (every operation must get a definite answer).
 pub fn slot_migration_scenarios(
     max_processes: usize,
     max_ops: usize,
 ) -> impl Strategy<Value = Scenario> {
-    let hold = crate::run::CASE_DEADLINE.as_millis() as u64;
+    let hold = CASE_DEADLINE.as_millis() as u64;
     (
         scenarios(max_processes, max_ops, 0),
         hold + 500..=hold + 1_000,

@@ -138,7 +138,6 @@ impl Drop for TestEnv {
     }
 }
 
-
 /// Name of the migrated template database for the current migrations.
 fn template_name() -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;

@@ -25,8 +25,8 @@
 mod case_db;
 mod containers;
 mod env;
-mod host;
 pub mod fault_proxy;
+mod host;
 pub mod images;
 pub mod local;
 pub mod pg_failover;

@@ -8,8 +8,8 @@ use std::{
     process::{Command, Stdio},
 };
 
-pub use crate::host::{free_port, free_ports};
 use crate::host::find_binary;
+pub use crate::host::{free_port, free_ports};
 pub use crate::redis_server::{LocalRedis, RedisPersistence};
 use crate::{ProvisionError, process::Watchdog};
 

@@ -86,7 +86,9 @@ impl CouponEngine {
         }
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
         #[cfg(feature = "mutants")]
-        if let Some(r) = crate::service::mutants::lock(self, coupon_id, user_id, order_id, ttl_ms).await {
+        if let Some(r) =
+            crate::service::mutants::lock(self, coupon_id, user_id, order_id, ttl_ms).await
+        {
             return r;
         }
         self.after_pending_claims(|| self.lock_once(coupon_id, user_id, order_id, ttl_ms))

@@ -150,7 +150,8 @@ impl CouponEngine {
         let recorded = postgres::lock_store_identities(&mut tx, ns).await?;
         let change = recorded.as_ref().and_then(|r| identity_change(r, &current));
         #[cfg(feature = "mutants")]
-        let change = crate::service::mutants::identity_change(self, recorded.as_ref(), &current, change);
+        let change =
+            crate::service::mutants::identity_change(self, recorded.as_ref(), &current, change);
         if recorded.is_some() && change.is_none() {
             // Same stores; a row recorded before Postgres's identity was known is completed.
             if recorded.as_ref().is_some_and(|r| r.postgres.is_none()) {

@@ -189,7 +189,9 @@ impl CouponEngine {
         conn: &mut BatchConnection,
     ) -> EngineResult<()> {
         #[cfg(feature = "mutants")]
-        if let Some(r) = crate::service::mutants::write_acknowledged(self, template, intents, conn).await {
+        if let Some(r) =
+            crate::service::mutants::write_acknowledged(self, template, intents, conn).await
+        {
             return r;
         }
         self.before_decide().await;

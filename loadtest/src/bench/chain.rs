@@ -11,7 +11,7 @@
 use coupon_engine::service::BatchHistogram;
 use serde::{Deserialize, Serialize};
 
-use super::rounds::median;
+use super::median::median;
 
 /// The group commit over one row.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -11,6 +11,7 @@ mod durability;
 mod goose_row;
 mod load;
 mod measure;
+mod median;
 mod ratios;
 mod report;
 mod rounds;
