@@ -3,11 +3,11 @@
 use std::{path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, ValueEnum};
 use coupon_engine::{Persistence, Variant};
 
 /// Text appended to `--help`: the exit codes and a few commands.
-const AFTER_HELP: &str = "\
+pub(crate) const AFTER_HELP: &str = "\
 Exit codes:
   0  PASS: every invariant held, every threshold passed, no regression against --baseline
   1  FAIL: an invariant (I1-I7) was violated
@@ -72,67 +72,13 @@ pub(crate) enum Spread {
     Request,
 }
 
-/// Load tests of the coupon engine: runs a scenario against an in-process server on
-/// provisioned backends (or an external --target), records every answer the simulated users
-/// saw, audits invariants I1-I7 afterwards and writes reports/<UTC time>-<scenario>/; and
-/// the commands around it (bench, audit, capacity, trend).
-#[derive(Debug, Parser)]
-#[command(name = "coupon-loadtest", version, about, after_help = AFTER_HELP)]
-pub(crate) struct Top {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// What to run: a scenario, or one of the commands around them.
-#[derive(Debug, Subcommand)]
-pub(crate) enum Command {
-    /// Many shoppers race for one hot template whose stock is far below demand.
-    #[command(after_help = AFTER_HELP)]
-    FlashSale(Cli),
-    /// Claim → redeem → refund with duplicates, clashing orders and cross-user attempts.
-    #[command(alias = "claim-redeem-refund", after_help = AFTER_HELP)]
-    Lifecycle(Cli),
-    /// Several templates (both refund policies, three discount kinds) and browsing.
-    #[command(after_help = AFTER_HELP)]
-    Mixed(Cli),
-    /// The order's side: orders placed with a coupon (lock), paid (redeem), cancelled
-    /// (release) or abandoned (the lock lapses), one coupon raced onto several orders.
-    #[command(after_help = AFTER_HELP)]
-    Checkout(Cli),
-    /// Measure the engine and the harness against their anchors (redis-benchmark,
-    /// pgbench), as ratios.
-    Bench(crate::bench::BenchCli),
-    /// Audit the merged records of several runs (generators on several machines) once.
-    Audit(crate::merge::AuditCli),
-    /// Find the highest arrival rate that meets a latency objective with every invariant
-    /// held.
-    Capacity(crate::capacity::CapacityCli),
-    /// Draw throughput, latency, knees and bench ratios across many runs' reports.
-    Trend(crate::trend::TrendCli),
-}
-
-impl Command {
-    /// The scenario run and its options, for the scenario commands.
-    pub(crate) fn scenario(self) -> Result<Cli, Box<Self>> {
-        let (kind, mut cli) = match self {
-            Self::FlashSale(cli) => (ScenarioKind::FlashSale, cli),
-            Self::Lifecycle(cli) => (ScenarioKind::Lifecycle, cli),
-            Self::Mixed(cli) => (ScenarioKind::Mixed, cli),
-            Self::Checkout(cli) => (ScenarioKind::Checkout, cli),
-            other => return Err(Box::new(other)),
-        };
-        cli.scenario = kind;
-        Ok(cli)
-    }
-}
-
 /// The settings of a scenario's command line (`["coupon-loadtest", "flash-sale", …]`).
 pub(crate) fn parse_run<I, T>(args: I) -> anyhow::Result<Settings>
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let top = Top::try_parse_from(args)?;
+    let top = crate::Top::try_parse_from(args)?;
     match top.command.scenario() {
         Ok(cli) => cli.settings(),
         Err(other) => bail!("not a scenario: {other:?}"),
@@ -412,7 +358,7 @@ pub(crate) struct Settings {
 #[derive(Debug, Clone)]
 pub(crate) struct OpenModel {
     /// When shoppers arrive.
-    pub profile: crate::arrivals::Profile,
+    pub profile: crate::profile::Profile,
     /// The profile as the report names it.
     pub text: String,
     /// Most arrivals in flight at once.
@@ -519,10 +465,10 @@ impl Cli {
             (None, None) => return Ok(None),
             (Some(rate), _) => {
                 let secs = duration.unwrap_or(20);
-                let profile = crate::arrivals::Profile::constant(rate, Duration::from_secs(secs))?;
+                let profile = crate::profile::Profile::constant(rate, Duration::from_secs(secs))?;
                 (profile, format!("{rate}/s for {secs} s"))
             }
-            (None, Some(text)) => (crate::arrivals::Profile::parse(text)?, text.clone()),
+            (None, Some(text)) => (crate::profile::Profile::parse(text)?, text.clone()),
         };
         if !self.thresholds.is_empty() {
             bail!(

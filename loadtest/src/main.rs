@@ -31,10 +31,12 @@ mod memory;
 mod merge;
 mod nemesis;
 mod own_stores;
+mod profile;
 mod progress;
 mod record;
 mod recovery;
 mod report;
+mod report_dir;
 mod rng;
 mod runner;
 mod scenarios;
@@ -50,7 +52,7 @@ mod verdict;
 
 use std::process::ExitCode;
 
-use clap::{Parser, error::ErrorKind};
+use clap::{Parser, Subcommand, error::ErrorKind};
 use tracing_subscriber::EnvFilter;
 
 /// The engine servers' allocator (engine/src/bin/server/mod.rs says why): the bench serves
@@ -58,9 +60,65 @@ use tracing_subscriber::EnvFilter;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+// The command line's top: here, as it names every command's module (cli.rs holds the
+// scenario's options, which those modules read).
+/// Load tests of the coupon engine: runs a scenario against an in-process server on
+/// provisioned backends (or an external --target), records every answer the simulated users
+/// saw, audits invariants I1-I7 afterwards and writes reports/<UTC time>-<scenario>/; and
+/// the commands around it (bench, audit, capacity, trend).
+#[derive(Debug, Parser)]
+#[command(name = "coupon-loadtest", version, about, after_help = cli::AFTER_HELP)]
+pub(crate) struct Top {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What to run: a scenario, or one of the commands around them.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Many shoppers race for one hot template whose stock is far below demand.
+    #[command(after_help = cli::AFTER_HELP)]
+    FlashSale(cli::Cli),
+    /// Claim → redeem → refund with duplicates, clashing orders and cross-user attempts.
+    #[command(alias = "claim-redeem-refund", after_help = cli::AFTER_HELP)]
+    Lifecycle(cli::Cli),
+    /// Several templates (both refund policies, three discount kinds) and browsing.
+    #[command(after_help = cli::AFTER_HELP)]
+    Mixed(cli::Cli),
+    /// The order's side: orders placed with a coupon (lock), paid (redeem), cancelled
+    /// (release) or abandoned (the lock lapses), one coupon raced onto several orders.
+    #[command(after_help = cli::AFTER_HELP)]
+    Checkout(cli::Cli),
+    /// Measure the engine and the harness against their anchors (redis-benchmark,
+    /// pgbench), as ratios.
+    Bench(bench::BenchCli),
+    /// Audit the merged records of several runs (generators on several machines) once.
+    Audit(merge::AuditCli),
+    /// Find the highest arrival rate that meets a latency objective with every invariant
+    /// held.
+    Capacity(capacity::CapacityCli),
+    /// Draw throughput, latency, knees and bench ratios across many runs' reports.
+    Trend(trend::TrendCli),
+}
+
+impl Command {
+    /// The scenario run and its options, for the scenario commands.
+    pub(crate) fn scenario(self) -> Result<cli::Cli, Box<Self>> {
+        let (kind, mut cli) = match self {
+            Self::FlashSale(cli) => (cli::ScenarioKind::FlashSale, cli),
+            Self::Lifecycle(cli) => (cli::ScenarioKind::Lifecycle, cli),
+            Self::Mixed(cli) => (cli::ScenarioKind::Mixed, cli),
+            Self::Checkout(cli) => (cli::ScenarioKind::Checkout, cli),
+            other => return Err(Box::new(other)),
+        };
+        cli.scenario = kind;
+        Ok(cli)
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    let top = match cli::Top::try_parse() {
+    let top = match Top::try_parse() {
         Ok(top) => top,
         Err(e) => return usage_exit(&e),
     };
@@ -69,10 +127,10 @@ async fn main() -> ExitCode {
         Ok(scenario) => scenario,
         Err(command) => {
             return match *command {
-                cli::Command::Bench(c) => command_exit("bench", bench::run(c).await),
-                cli::Command::Audit(c) => command_exit("audit", merge::run(c).await),
-                cli::Command::Capacity(c) => command_exit("capacity", capacity::run(c).await),
-                cli::Command::Trend(c) => command_exit("trend", trend::run(c).await),
+                Command::Bench(c) => command_exit("bench", bench::run(c).await),
+                Command::Audit(c) => command_exit("audit", merge::run(c).await),
+                Command::Capacity(c) => command_exit("capacity", capacity::run(c).await),
+                Command::Trend(c) => command_exit("trend", trend::run(c).await),
                 // The scenarios were taken above.
                 _ => ExitCode::from(verdict::EXIT_SETUP),
             };

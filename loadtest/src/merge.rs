@@ -200,7 +200,7 @@ pub(crate) async fn run(cli: AuditCli) -> anyhow::Result<u8> {
     let verdict = Verdict::decide(invariants.iter().all(|i| i.passed), true, true);
     let mut scenarios: Vec<&str> = runs.iter().map(|r| r.record.scenario.as_str()).collect();
     scenarios.dedup();
-    let dir = runner::run_dir(&cli.report_dir, started_at, "audit")?;
+    let dir = crate::report_dir::create(&cli.report_dir, started_at, "audit")?;
     let heading = report::Heading {
         dir: &dir,
         scenario: scenarios.join("+"),

@@ -1,14 +1,11 @@
 //! The run, phase by phase: setup → run (Goose) → audit (I1–I7) → report.
 
-use std::{
-    path::{Path, PathBuf},
-    sync::Arc,
-};
+use std::{path::Path, sync::Arc};
 
 use anyhow::{Context, bail};
 use coupon_engine::AuditReport;
 use serde_json::json;
-use time::{OffsetDateTime, macros::format_description};
+use time::OffsetDateTime;
 
 use crate::{
     acks::AckLog,
@@ -75,7 +72,7 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
 pub(crate) async fn run_to_report(s: Settings) -> anyhow::Result<(Verdict, Report)> {
     let started_at = OffsetDateTime::now_utc();
     let mut fixture = setup::prepare(&s).await?;
-    let dir = run_dir(&s.report_dir, started_at, s.scenario.name())?;
+    let dir = crate::report_dir::create(&s.report_dir, started_at, s.scenario.name())?;
 
     announce(&s, &fixture);
     let mut ctx = Ctx::new(
@@ -311,7 +308,7 @@ fn write_record(
         dir,
         &RunRecord {
             record_version: record::RECORD_VERSION,
-            run_id: dir_name(dir),
+            run_id: crate::report_dir::run_id(dir),
             scenario: s.scenario.name().to_owned(),
             servers: fixture.bases.clone(),
             run_tag: fixture.run_tag.clone(),
@@ -322,41 +319,6 @@ fn write_record(
             audited: !s.no_audit,
         },
     )
-}
-
-/// The run directory's name (its id).
-pub(crate) fn dir_name(dir: &Path) -> String {
-    dir.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
-/// Creates `<parent>/<UTC YYYYMMDDTHHMMSSZ>-<scenario>` (with `-2`, `-3`… if taken).
-pub(crate) fn run_dir(
-    parent: &Path,
-    at: OffsetDateTime,
-    scenario: &str,
-) -> anyhow::Result<PathBuf> {
-    let stamp = at
-        .format(format_description!(
-            "[year][month][day]T[hour][minute][second]Z"
-        ))
-        .context("formatting the run's timestamp")?;
-    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-    for n in 1..1000 {
-        let name = if n == 1 {
-            format!("{stamp}-{scenario}")
-        } else {
-            format!("{stamp}-{scenario}-{n}")
-        };
-        let dir = parent.join(name);
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
-        }
-    }
-    bail!("no free run directory under {}", parent.display())
 }
 
 /// The configuration as the report records it (and baselines compare).
@@ -400,19 +362,6 @@ fn spread_name(s: &Settings) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
-}
-
-/// `git rev-parse --short HEAD`, or `unknown`.
-pub(crate) fn git_commit() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 /// The closing lines on stderr.

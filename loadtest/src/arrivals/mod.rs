@@ -9,7 +9,6 @@
 //! from its actual start (service time: what a closed loop would report). Both go into
 //! HdrHistograms. Arrivals due within the same timer tick (1 ms) start together.
 
-pub(crate) mod profile;
 mod table;
 
 use std::{
@@ -24,7 +23,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use tokio::{sync::Notify, time::Instant};
 
-pub(crate) use profile::Profile;
+pub(crate) use crate::profile::Profile;
 
 use crate::{
     attack::AttackResult,

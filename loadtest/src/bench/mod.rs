@@ -342,7 +342,7 @@ fn finish(
         }
     }
     let doc = report::Document {
-        git_commit: crate::runner::git_commit(),
+        git_commit: crate::report_dir::git_commit(),
         started_at: started
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default(),

@@ -234,7 +234,7 @@ pub(crate) async fn run(cli: CapacityCli) -> anyhow::Result<u8> {
         }
     };
     let started_at = OffsetDateTime::now_utc();
-    let dir = runner::run_dir(&cli.report_dir, started_at, "capacity")?;
+    let dir = crate::report_dir::create(&cli.report_dir, started_at, "capacity")?;
     let steps_dir = dir.join("steps");
     phase(
         "capacity",
@@ -445,7 +445,7 @@ impl Search<'_> {
             started_at: started_at
                 .format(&time::format_description::well_known::Rfc3339)
                 .unwrap_or_default(),
-            git_commit: runner::git_commit(),
+            git_commit: crate::report_dir::git_commit(),
             slo: self.slo,
             slo_text: self.slo.describe(),
             steps: self.steps,

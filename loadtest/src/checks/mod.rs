@@ -26,6 +26,8 @@ use coupon_engine::{AuditReport, Coupon, Invariant, RefundPolicy};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub(crate) use one_order::LOCK_TTL_SECS;
+
 use crate::{
     acks::{Event, Op, Outcome},
     admissions::RunAdmissions,

@@ -342,7 +342,7 @@ fn two_orders_holding_one_coupon_are_caught_unless_one_let_go() {
         at(op(Op::Redeem, &t, "a", c, "o2", 200), 30),
     ];
     assert!(run(released, CouponStatus::Used, Some("o2")).is_empty());
-    let lapsed_ms = crate::scenarios::LOCK_TTL_SECS * 1000 + 600;
+    let lapsed_ms = LOCK_TTL_SECS * 1000 + 600;
     let lapsed = vec![
         claimed(),
         at(op(Op::Lock, &t, "a", c, "o1", 200), 10),

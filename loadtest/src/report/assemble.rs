@@ -8,8 +8,8 @@ use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 use super::{Report, SCHEMA_VERSION};
 use crate::{
-    checks::InvariantResult, runner, shares, stats, tally::Tally, templates::TemplateInfo,
-    timeline, verdict::Verdict,
+    checks::InvariantResult, shares, stats, tally::Tally, templates::TemplateInfo, timeline,
+    verdict::Verdict,
 };
 
 /// What names a report: where it is written, what ran, against what, and how.
@@ -40,7 +40,7 @@ impl Report {
         Self {
             schema_version: SCHEMA_VERSION,
             tool: format!("coupon-loadtest {}", env!("CARGO_PKG_VERSION")),
-            run_id: runner::dir_name(heading.dir),
+            run_id: crate::report_dir::run_id(heading.dir),
             scenario: heading.scenario,
             verdict: verdict.label().to_owned(),
             outcome: verdict,
@@ -49,7 +49,7 @@ impl Report {
             finished_at: OffsetDateTime::now_utc()
                 .format(&Rfc3339)
                 .unwrap_or_default(),
-            git_commit: runner::git_commit(),
+            git_commit: crate::report_dir::git_commit(),
             target: heading.target,
             config: heading.config,
             claims_over_time: stats::claims_over_time(tally, &templates),

@@ -16,10 +16,8 @@ use super::{
     call::Transport,
     ops::{self, CouponRef, Request, Sender},
 };
-use crate::{rng::Rng, templates::Role};
+use crate::{checks::LOCK_TTL_SECS, rng::Rng, templates::Role};
 
-/// Seconds a checkout lock holds: short, so that abandoned orders lapse within a run.
-pub(crate) const LOCK_TTL_SECS: u64 = 2;
 /// Coupons kept on offer for other journeys' orders.
 const OFFERED: usize = 64;
 /// Share of orders paid; then cancelled; the rest are abandoned.

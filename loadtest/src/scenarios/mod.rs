@@ -12,7 +12,6 @@ mod restock;
 mod servers;
 
 pub(crate) use call::Transport;
-pub(crate) use checkout::LOCK_TTL_SECS;
 pub(crate) use lean::LeanUser;
 pub(crate) use restock::{ServerRestock, probe as probe_restock};
 pub(crate) use servers::Servers;

@@ -14,7 +14,7 @@ use clap::Parser;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::{progress::phase, runner};
+use crate::progress::phase;
 
 /// Draw throughput, latency, knees and bench ratios across many runs' reports.
 #[derive(Debug, Parser)]
@@ -80,7 +80,7 @@ pub(crate) async fn run(cli: TrendCli) -> anyhow::Result<u8> {
                 .join(", ")
         );
     }
-    let dir = runner::run_dir(&cli.report_dir, OffsetDateTime::now_utc(), "trend")?;
+    let dir = crate::report_dir::create(&cli.report_dir, OffsetDateTime::now_utc(), "trend")?;
     let path = dir.join("index.html");
     std::fs::write(&path, page::html(&series, docs.len()))
         .with_context(|| format!("writing {}", path.display()))?;
