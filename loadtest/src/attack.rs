@@ -43,11 +43,11 @@ fn goose_args(s: &Settings, host: &str, dir: &Path) -> Vec<String> {
         "--host".into(),
         host.into(),
         "--users".into(),
-        s.users.to_string(),
+        s.load.users.to_string(),
         "--increase-rate".into(),
-        s.increase_rate.to_string(),
+        s.load.increase_rate.to_string(),
         "--timeout".into(),
-        s.request_timeout.as_secs().max(1).to_string(),
+        s.load.request_timeout.as_secs().max(1).to_string(),
         "--no-telnet".into(),
         // Lean: each iteration is one transaction and the run keeps its own exact record,
         // so Goose's transaction and scenario metrics only cost CPU. Its error summary
@@ -61,18 +61,18 @@ fn goose_args(s: &Settings, host: &str, dir: &Path) -> Vec<String> {
         args.push("--report-file".into());
         args.push(dir.join(report).to_string_lossy().into_owned());
     }
-    if let Some(secs) = s.duration {
+    if let Some(secs) = s.load.duration {
         args.extend(["--run-time".into(), format!("{secs}s")]);
         // Keep the ramp-up in Goose's metrics: a flash sale's first second is the point.
         args.push("--no-reset-metrics".into());
     }
-    if let Some(n) = s.iterations {
+    if let Some(n) = s.load.iterations {
         args.extend(["--iterations".into(), n.to_string()]);
     }
-    for rule in &s.thresholds {
+    for rule in &s.gate.thresholds {
         args.extend(["--threshold".into(), rule.clone()]);
     }
-    if s.goose_quiet {
+    if s.report.goose_quiet {
         args.push("--quiet".into());
         args.push("--no-print-metrics".into());
     }

@@ -31,7 +31,7 @@ fn start_nemesis(
     fixture: &setup::Fixture,
     epoch_unix_us: u64,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<Vec<nemesis::NemesisEvent>>>> {
-    let Some(kind) = s.nemesis else {
+    let Some(kind) = s.serving.nemesis else {
         return Ok(None);
     };
     let server = fixture
@@ -43,7 +43,7 @@ fn start_nemesis(
         .clone()
         .context("the run's servers have no Redis of their own")?;
     let hot = fixture.templates.first().context("no template seeded")?;
-    let run_for = std::time::Duration::from_secs(s.duration.unwrap_or(10));
+    let run_for = std::time::Duration::from_secs(s.load.duration.unwrap_or(10));
     phase(
         "run",
         format!("nemesis {kind:?} armed against the run's own Redis"),
@@ -72,7 +72,7 @@ pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
 pub(crate) async fn run_to_report(s: Settings) -> anyhow::Result<(Verdict, Report)> {
     let started_at = OffsetDateTime::now_utc();
     let mut fixture = setup::prepare(&s).await?;
-    let dir = crate::report_dir::create(&s.report_dir, started_at, s.scenario.name())?;
+    let dir = crate::report_dir::create(&s.report.report_dir, started_at, s.scenario.name())?;
 
     announce(&s, &fixture);
     let mut ctx = Ctx::new(
@@ -87,7 +87,7 @@ pub(crate) async fn run_to_report(s: Settings) -> anyhow::Result<(Verdict, Repor
     let ctx = Arc::new(ctx);
     let probe = AdmissionsProbe::start(&fixture.bases).await;
     let nemesis = start_nemesis(&s, &fixture, ctx.epoch_unix_us)?;
-    let (attack, open_model) = match &s.open {
+    let (attack, open_model) = match &s.load.open {
         Some(open) => {
             let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
             let (mut attack, mut figures) = arrivals::run(
@@ -135,7 +135,7 @@ pub(crate) async fn run_to_report(s: Settings) -> anyhow::Result<(Verdict, Repor
     write_record(&s, &fixture, &dir, ctx.epoch_unix_us)?;
     let (recoveries, window_check) =
         recovery::analyse(&dir, &nemesis).context("reading the run's answers back")?;
-    let (audits, mut invariants) = if s.no_audit {
+    let (audits, mut invariants) = if s.gate.no_audit {
         phase(
             "audit",
             "skipped (--no-audit): merge this run's record with `coupon-loadtest audit`",
@@ -155,7 +155,7 @@ pub(crate) async fn run_to_report(s: Settings) -> anyhow::Result<(Verdict, Repor
     // After the audit: its refunds change the final state, and must neither hide an oversell
     // of the sale's nor count in its figures. Its answers still go to acks.jsonl.
     let mut restock = Vec::new();
-    if let Some(within) = s.restock_within.filter(|_| !s.no_audit) {
+    if let Some(within) = s.gate.restock_within.filter(|_| !s.gate.no_audit) {
         if let Some((seen, check)) = scenarios::probe_restock(&ctx, &fixture.api, within)
             .await
             .context("the restock probe")?
@@ -214,10 +214,10 @@ fn build_report(
     tally: &Tally,
     findings: (Vec<AuditReport>, Vec<InvariantResult>),
 ) -> anyhow::Result<Report> {
-    let comparison = match &s.baseline {
+    let comparison = match &s.gate.baseline {
         Some(file) => Some(baseline::compare(
             file,
-            s.tolerances,
+            s.gate.tolerances,
             s.scenario.name(),
             &heading.config,
             &stats::throughput(tally),
@@ -262,23 +262,23 @@ fn build_report(
     report.baseline = comparison;
     report.goose_reports = attack.goose_reports;
     report.peak_rss_mib = report::peak_rss_mib();
-    report.audited = !s.no_audit;
+    report.audited = !s.gate.no_audit;
     report.nemesis = nemesis;
     Ok(report)
 }
 
 /// Says what is about to run.
 fn announce(s: &Settings, fixture: &setup::Fixture) {
-    let how_long = match (s.duration, s.iterations) {
+    let how_long = match (s.load.duration, s.load.iterations) {
         (Some(d), _) => format!("{d} s after ramp-up"),
         (None, Some(n)) => format!("{n} iterations per user"),
         (None, None) => "until stopped".to_owned(),
     };
-    let load = match &s.open {
+    let load = match &s.load.open {
         Some(open) => format!("open model, arrivals {}", open.text),
         None => format!(
             "{} Goose users (+{}/s), {how_long}",
-            s.users, s.increase_rate
+            s.load.users, s.load.increase_rate
         ),
     };
     phase(
@@ -286,7 +286,7 @@ fn announce(s: &Settings, fixture: &setup::Fixture) {
         format!(
             "{}: {load}, {} shoppers, against {}{}",
             s.scenario.name(),
-            s.customers,
+            s.sale.customers,
             fixture.bases.join(", "),
             if fixture.bases.len() > 1 {
                 format!(" (spread: {})", spread_name(s))
@@ -314,51 +314,51 @@ fn write_record(
             run_tag: fixture.run_tag.clone(),
             customers: fixture.customers.len(),
             templates: fixture.templates.clone(),
-            users: s.users,
+            users: s.load.users,
             epoch_unix_us,
-            audited: !s.no_audit,
+            audited: !s.gate.no_audit,
         },
     )
 }
 
 /// The configuration as the report records it (and baselines compare).
 fn config_json(s: &Settings) -> serde_json::Value {
-    let own = s.targets.is_empty();
+    let own = s.serving.targets.is_empty();
     json!({
         "scenario": s.scenario.name(),
-        "load_model": if s.open.is_some() { "open" } else { "closed" },
-        "arrivals": s.open.as_ref().map(|o| o.text.clone()),
-        "max_in_flight": s.open.as_ref().map(|o| o.max_in_flight),
-        "users": s.users,
-        "increase_rate": s.increase_rate,
-        "duration_secs": s.duration,
-        "iterations": s.iterations,
-        "stock": s.stock,
-        "per_user_limit": s.per_user_limit,
-        "customers": s.customers,
-        "variant": own.then(|| s.variant.name()),
-        "persistence": own.then(|| serde_json::to_value(s.persistence).unwrap_or_default()),
+        "load_model": if s.load.open.is_some() { "open" } else { "closed" },
+        "arrivals": s.load.open.as_ref().map(|o| o.text.clone()),
+        "max_in_flight": s.load.open.as_ref().map(|o| o.max_in_flight),
+        "users": s.load.users,
+        "increase_rate": s.load.increase_rate,
+        "duration_secs": s.load.duration,
+        "iterations": s.load.iterations,
+        "stock": s.sale.stock,
+        "per_user_limit": s.sale.per_user_limit,
+        "customers": s.sale.customers,
+        "variant": own.then(|| s.serving.variant.name()),
+        "persistence": own.then(|| serde_json::to_value(s.serving.persistence).unwrap_or_default()),
         "redis_cluster": own
-            .then_some(s.redis_cluster || s.nemesis.is_some_and(|n| n.needs_cluster())),
-        "target": match (s.targets.as_slice(), s.servers) {
+            .then_some(s.serving.redis_cluster || s.serving.nemesis.is_some_and(|n| n.needs_cluster())),
+        "target": match (s.serving.targets.as_slice(), s.serving.servers) {
             ([], None) => "in-process".to_owned(),
             ([], Some(n)) => format!("{n} coupon-server process(es)"),
             (targets, _) => targets.join(", "),
         },
-        "servers": if own { s.servers.unwrap_or(1) } else { s.targets.len() },
+        "servers": if own { s.serving.servers.unwrap_or(1) } else { s.serving.targets.len() },
         "spread": spread_name(s),
-        "request_timeout_secs": s.request_timeout.as_secs(),
-        "max_retries": s.max_retries,
-        "duplicate_rate": s.duplicate_rate,
-        "seed": s.seed,
-        "thresholds": s.thresholds,
-        "baseline": s.baseline.as_ref().map(|p| p.display().to_string()),
+        "request_timeout_secs": s.load.request_timeout.as_secs(),
+        "max_retries": s.load.max_retries,
+        "duplicate_rate": s.load.duplicate_rate,
+        "seed": s.load.seed,
+        "thresholds": s.gate.thresholds,
+        "baseline": s.gate.baseline.as_ref().map(|p| p.display().to_string()),
     })
 }
 
 /// `sticky` or `request`.
 fn spread_name(s: &Settings) -> String {
-    serde_json::to_value(s.spread)
+    serde_json::to_value(s.serving.spread)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()

@@ -53,26 +53,27 @@ const SEED_CONCURRENCY: usize = 16;
 /// Starts the run's own server(s), or names the external targets: the API of the first,
 /// every base URL, the servers started, and what they are in words.
 async fn reach_servers(s: &Settings) -> anyhow::Result<(Api, Vec<String>, Option<Served>, String)> {
-    Ok(if s.targets.is_empty() {
+    Ok(if s.serving.targets.is_empty() {
         phase(
             "setup",
             format!(
                 "provisioning backends and starting {} (variant {})",
-                match s.servers {
+                match s.serving.servers {
                     Some(n) => format!("{n} coupon-server process(es)"),
                     None => "the in-process server".to_owned(),
                 },
-                s.variant.name()
+                s.serving.variant.name()
             ),
         );
         let server = Served::start(Plan {
-            variant: s.variant,
-            persistence: s.persistence,
+            variant: s.serving.variant,
+            persistence: s.serving.persistence,
             redis: redis_choice(s),
-            processes: s.servers.map(|n| (n, s.server_bin.clone())),
+            processes: s.serving.servers.map(|n| (n, s.serving.server_bin.clone())),
             grey: s
+                .serving
                 .nemesis
-                .map(|n| n.grey_plan(s.servers, s.pg_replication))
+                .map(|n| n.grey_plan(s.serving.servers, s.serving.pg_replication))
                 .unwrap_or_default(),
         })
         .await?;
@@ -81,19 +82,20 @@ async fn reach_servers(s: &Settings) -> anyhow::Result<(Api, Vec<String>, Option
         (api, server.base_urls.clone(), Some(server), description)
     } else {
         let token = s
+            .serving
             .admin_token
             .as_deref()
             .context("--target needs --admin-token (or COUPON_ADMIN_TOKEN)")?;
-        let list = s.targets.join(", ");
+        let list = s.serving.targets.join(", ");
         phase("setup", format!("external target(s) {list}"));
-        let noun = if s.targets.len() == 1 {
+        let noun = if s.serving.targets.len() == 1 {
             "server"
         } else {
             "servers"
         };
         (
-            Api::new(&s.targets[0], token)?,
-            s.targets.clone(),
+            Api::new(&s.serving.targets[0], token)?,
+            s.serving.targets.clone(),
             None,
             format!("external {noun} {list}"),
         )
@@ -107,14 +109,14 @@ async fn seed_templates(
     run_tag: &str,
 ) -> anyhow::Result<Vec<TemplateInfo>> {
     let mut templates = Vec::new();
-    if let Some(id) = s.template {
+    if let Some(id) = s.sale.template {
         let t = api
             .template(id)
             .await
             .with_context(|| format!("reading --template {id}"))?;
         templates.push(TemplateInfo::fetched(&t, templates::Role::Hot));
     }
-    let plan = if s.template.is_some() {
+    let plan = if s.sale.template.is_some() {
         Vec::new()
     } else {
         templates::plan(s, run_tag)
@@ -134,7 +136,7 @@ pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
     let (api, bases, server, mut target_description) = reach_servers(s).await?;
     let service_token = match &server {
         Some(served) => Some(served.service_token.clone()),
-        None => s.service_token.clone(),
+        None => s.serving.service_token.clone(),
     };
     if service_token.is_some() {
         target_description.push_str("; redeems through the order-service token");
@@ -152,10 +154,10 @@ pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
         format!(
             "{} template(s) created; minting {} user tokens",
             templates.len(),
-            s.customers
+            s.sale.customers
         ),
     );
-    let customers = mint(&api, &run_tag, s.customers, bases.len()).await?;
+    let customers = mint(&api, &run_tag, s.sale.customers, bases.len()).await?;
     phase("setup", format!("ready: {target_description}"));
     Ok(Fixture {
         api,
@@ -172,10 +174,10 @@ pub(crate) async fn prepare(s: &Settings) -> anyhow::Result<Fixture> {
 /// The Redis the in-process server runs on: the run's own when a fault must act on it, a
 /// cluster with `--redis-cluster` or when the fault is a failover.
 fn redis_choice(s: &Settings) -> RedisChoice {
-    match s.nemesis {
+    match s.serving.nemesis {
         Some(kind) if kind.needs_cluster() => RedisChoice::OwnCluster,
         Some(_) => RedisChoice::Own,
-        None if s.redis_cluster => RedisChoice::OwnCluster,
+        None if s.serving.redis_cluster => RedisChoice::OwnCluster,
         None => RedisChoice::Shared,
     }
 }

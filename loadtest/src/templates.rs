@@ -51,7 +51,7 @@ pub(crate) struct TemplateInfo {
 /// claiming at both edges, where a server whose clock is off would sell outside the window.
 fn skewed_sale(s: &Settings, name: &str) -> NewTemplate {
     let now = time::OffsetDateTime::now_utc();
-    let length = (s.duration.unwrap_or(10) / 3).max(2);
+    let length = (s.load.duration.unwrap_or(10) / 3).max(2);
     let opens = now + time::Duration::seconds(4);
     NewTemplate {
         claim_starts_at: Some(opens),
@@ -64,15 +64,17 @@ fn skewed_sale(s: &Settings, name: &str) -> NewTemplate {
 pub(crate) fn plan(s: &Settings, run_tag: &str) -> Vec<(Role, NewTemplate)> {
     let named = |what: &str| format!("loadtest {run_tag} {what}");
     match s.scenario {
-        ScenarioKind::FlashSale if s.nemesis == Some(crate::nemesis::NemesisKind::ClockSkew) => {
+        ScenarioKind::FlashSale
+            if s.serving.nemesis == Some(crate::nemesis::NemesisKind::ClockSkew) =>
+        {
             vec![(Role::Hot, skewed_sale(s, &named("flash sale in a window")))]
         }
-        ScenarioKind::FlashSale if s.templates > 1 => (0..s.templates)
+        ScenarioKind::FlashSale if s.sale.templates > 1 => (0..s.sale.templates)
             .map(|i| {
                 let spec = NewTemplate::simple(
                     &named(&format!("flash sale {i}")),
-                    s.stock,
-                    s.per_user_limit,
+                    s.sale.stock,
+                    s.sale.per_user_limit,
                     RefundPolicy::ReturnToStock,
                 );
                 (Role::Hot, spec)
@@ -82,8 +84,8 @@ pub(crate) fn plan(s: &Settings, run_tag: &str) -> Vec<(Role, NewTemplate)> {
             Role::Hot,
             NewTemplate::simple(
                 &named("flash sale"),
-                s.stock,
-                s.per_user_limit,
+                s.sale.stock,
+                s.sale.per_user_limit,
                 RefundPolicy::ReturnToStock,
             ),
         )],
@@ -94,8 +96,8 @@ pub(crate) fn plan(s: &Settings, run_tag: &str) -> Vec<(Role, NewTemplate)> {
                     extend_validity_on_refund: true,
                     ..NewTemplate::simple(
                         &named("lifecycle return_to_user"),
-                        s.stock,
-                        s.per_user_limit,
+                        s.sale.stock,
+                        s.sale.per_user_limit,
                         RefundPolicy::ReturnToUser,
                     )
                 },
@@ -104,8 +106,8 @@ pub(crate) fn plan(s: &Settings, run_tag: &str) -> Vec<(Role, NewTemplate)> {
                 Role::ReturnToStock,
                 NewTemplate::simple(
                     &named("lifecycle return_to_stock"),
-                    s.stock,
-                    s.per_user_limit,
+                    s.sale.stock,
+                    s.sale.per_user_limit,
                     RefundPolicy::ReturnToStock,
                 ),
             ),
@@ -115,8 +117,8 @@ pub(crate) fn plan(s: &Settings, run_tag: &str) -> Vec<(Role, NewTemplate)> {
                 Role::Hot,
                 NewTemplate::simple(
                     &named("mixed hot"),
-                    s.stock,
-                    s.per_user_limit,
+                    s.sale.stock,
+                    s.sale.per_user_limit,
                     RefundPolicy::ReturnToStock,
                 ),
             ),

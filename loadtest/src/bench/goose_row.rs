@@ -43,7 +43,7 @@ pub(crate) async fn flash_sale_sold_out(
     let settings = crate::cli::parse_run(args)?;
     let spec = NewTemplate::simple("bench sold out", 1, 1, RefundPolicy::ReturnToStock);
     let templates = vec![TemplateInfo::new(template, Role::Hot, &spec)];
-    let customers: Vec<Customer> = (0..settings.customers)
+    let customers: Vec<Customer> = (0..settings.sale.customers)
         .map(|n| {
             let id = format!("bench-goose-{n}");
             Customer {
