@@ -38,6 +38,7 @@ mod recovery;
 mod report;
 mod report_dir;
 mod rng;
+mod run_outcome;
 mod runner;
 mod scenarios;
 mod server;
@@ -48,7 +49,6 @@ mod tally;
 mod templates;
 mod timeline;
 mod trend;
-mod verdict;
 
 use std::process::ExitCode;
 
@@ -132,7 +132,7 @@ async fn main() -> ExitCode {
                 Command::Capacity(c) => command_exit("capacity", capacity::run(c).await),
                 Command::Trend(c) => command_exit("trend", trend::run(c).await),
                 // The scenarios were taken above.
-                _ => ExitCode::from(verdict::EXIT_SETUP),
+                _ => ExitCode::from(run_outcome::EXIT_SETUP),
             };
         }
     };
@@ -140,14 +140,14 @@ async fn main() -> ExitCode {
         Ok(s) => s,
         Err(e) => {
             eprintln!("coupon-loadtest: {e:#}");
-            return ExitCode::from(verdict::EXIT_SETUP);
+            return ExitCode::from(run_outcome::EXIT_SETUP);
         }
     };
     match runner::run(settings).await {
         Ok(v) => ExitCode::from(v.exit_code()),
         Err(e) => {
             eprintln!("coupon-loadtest: setup error: {e:#}");
-            ExitCode::from(verdict::EXIT_SETUP)
+            ExitCode::from(run_outcome::EXIT_SETUP)
         }
     }
 }
@@ -158,7 +158,7 @@ fn command_exit(name: &str, result: anyhow::Result<u8>) -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("coupon-loadtest {name}: setup error: {e:#}");
-            ExitCode::from(verdict::EXIT_SETUP)
+            ExitCode::from(run_outcome::EXIT_SETUP)
         }
     }
 }
@@ -169,7 +169,7 @@ fn usage_exit(e: &clap::Error) -> ExitCode {
     let _ = e.print();
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
-        _ => ExitCode::from(verdict::EXIT_SETUP),
+        _ => ExitCode::from(run_outcome::EXIT_SETUP),
     }
 }
 

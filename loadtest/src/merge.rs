@@ -19,10 +19,10 @@ use crate::{
     progress::phase,
     record::{self, RunRecord},
     report::{self, Report, RunFigures},
+    run_outcome::RunOutcome,
     runner, setup, stats,
     tally::Tally,
     templates::TemplateInfo,
-    verdict::Verdict,
 };
 
 /// Audits the merged records of several runs against one deployment.
@@ -197,7 +197,7 @@ pub(crate) async fn run(cli: AuditCli) -> anyhow::Result<u8> {
             endpoints: stats::endpoints(t),
         })
         .collect();
-    let verdict = Verdict::decide(invariants.iter().all(|i| i.passed), true, true);
+    let verdict = RunOutcome::decide(invariants.iter().all(|i| i.passed), true, true);
     let mut scenarios: Vec<&str> = runs.iter().map(|r| r.record.scenario.as_str()).collect();
     scenarios.dedup();
     let dir = crate::report_dir::create(&cli.report_dir, started_at, "audit")?;

@@ -18,10 +18,10 @@ use crate::{
     record::{self, RunRecord},
     recovery,
     report::{self, Report},
+    run_outcome::RunOutcome,
     scenarios::{self, Ctx},
     setup, stats,
     tally::Tally,
-    verdict::Verdict,
 };
 
 /// Starts `--nemesis` against the run's own Redis (under its in-process server or its
@@ -64,12 +64,12 @@ fn start_nemesis(
 }
 
 /// Runs everything; `Err` is a setup or infrastructure error (exit 3).
-pub(crate) async fn run(s: Settings) -> anyhow::Result<Verdict> {
+pub(crate) async fn run(s: Settings) -> anyhow::Result<RunOutcome> {
     Ok(run_to_report(s).await?.0)
 }
 
 /// Runs everything and returns the verdict with the report (as written into its directory).
-pub(crate) async fn run_to_report(s: Settings) -> anyhow::Result<(Verdict, Report)> {
+pub(crate) async fn run_to_report(s: Settings) -> anyhow::Result<(RunOutcome, Report)> {
     let started_at = OffsetDateTime::now_utc();
     let mut fixture = setup::prepare(&s).await?;
     let dir = crate::report_dir::create(&s.report.report_dir, started_at, s.scenario.name())?;
@@ -230,8 +230,8 @@ fn build_report(
     let thresholds_ok = attack.thresholds.iter().all(|t| t.passed);
     let no_regression = comparison.as_ref().is_none_or(baseline::Comparison::passed);
     let faults_injected = nemesis.iter().all(|e| !e.failed);
-    let verdict =
-        Verdict::decide(invariants_ok, thresholds_ok, no_regression).given_faults(faults_injected);
+    let verdict = RunOutcome::decide(invariants_ok, thresholds_ok, no_regression)
+        .given_faults(faults_injected);
     let mut report = Report::assemble(
         heading,
         verdict,

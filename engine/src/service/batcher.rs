@@ -32,7 +32,7 @@ use crate::{
     error::{EngineError, EngineResult},
     failpoint::{Failpoint, Failpoints},
     store::{
-        arbiter::{Arbitration, Verdict},
+        arbiter::{Arbitration, Ruling},
         batch_connection::BatchConnection,
         redis::{PendingIntent, RedisStore},
     },
@@ -137,7 +137,7 @@ impl BatchStats {
 struct Job {
     template: Arc<Template>,
     intent: PendingIntent,
-    reply: oneshot::Sender<EngineResult<Verdict>>,
+    reply: oneshot::Sender<EngineResult<Ruling>>,
 }
 
 /// The per-template queues of one engine.
@@ -190,7 +190,7 @@ impl Batcher {
         &self,
         template: Arc<Template>,
         intent: PendingIntent,
-    ) -> EngineResult<Verdict> {
+    ) -> EngineResult<Ruling> {
         let joined = std::time::Instant::now();
         let (reply, answer) = oneshot::channel();
         let mut job = Job {
@@ -448,7 +448,7 @@ impl Committer {
         &mut self,
         parts: &[Part],
         intents: &[Vec<PendingIntent>],
-    ) -> EngineResult<Vec<Vec<Verdict>>> {
+    ) -> EngineResult<Vec<Vec<Ruling>>> {
         let arbitration = self.arbitration;
         #[cfg(feature = "mutants")]
         if !self.waits_for_flush || arbitration != Arbitration::Enforced {
@@ -500,14 +500,14 @@ impl Settle {
     /// removal may fail: the reconciler removes a leftover intent whose row exists.
     async fn answer(
         self,
-        replies: Vec<oneshot::Sender<EngineResult<Verdict>>>,
-        verdicts: Vec<Verdict>,
+        replies: Vec<oneshot::Sender<EngineResult<Ruling>>>,
+        verdicts: Vec<Ruling>,
     ) {
         let stored: Vec<(&RequestId, Uuid)> = self
             .intents
             .iter()
             .zip(&verdicts)
-            .filter(|(_, v)| **v == Verdict::Stored)
+            .filter(|(_, v)| **v == Ruling::Stored)
             .map(|(i, _)| (&i.request_id, i.coupon_id))
             .collect();
         for (reply, verdict) in replies.into_iter().zip(verdicts.iter().cloned()) {

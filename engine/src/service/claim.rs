@@ -17,7 +17,7 @@ use crate::{
     failpoint::Failpoint,
     service::{GateSays, rebuild::Trigger},
     store::{
-        arbiter::{self, Verdict},
+        arbiter::{self, Ruling},
         redis::{ClaimScript, Grant, PendingIntent},
     },
 };
@@ -274,7 +274,7 @@ impl CouponEngine {
         &self,
         template: &Arc<Template>,
         intent: PendingIntent,
-    ) -> EngineResult<Verdict> {
+    ) -> EngineResult<Ruling> {
         #[cfg(feature = "mutants")]
         if let Some(r) = Box::pin(crate::service::mutants::persist(self, template, &intent)).await {
             return r;
@@ -287,7 +287,7 @@ impl CouponEngine {
         &self,
         template: &Arc<Template>,
         intent: PendingIntent,
-    ) -> EngineResult<Verdict> {
+    ) -> EngineResult<Ruling> {
         self.inner
             .failpoints
             .hit(Failpoint::ClaimAfterRedis)
@@ -334,11 +334,11 @@ impl CouponEngine {
         user_id: &UserId,
         grant: &Grant,
         receipt: ClaimReceipt,
-        verdict: Verdict,
+        verdict: Ruling,
     ) -> EngineResult<Option<ClaimReceipt>> {
         let template_id = template.id;
         match verdict {
-            Verdict::Stored => {
+            Ruling::Stored => {
                 self.inner
                     .failpoints
                     .hit(Failpoint::ClaimAfterPersist)
@@ -346,7 +346,7 @@ impl CouponEngine {
                 // The batch takes its stored intents out of the pending set.
                 Ok(Some(receipt))
             }
-            Verdict::Duplicate {
+            Ruling::Duplicate {
                 coupon_id,
                 user_id: owner,
             } => {
@@ -364,20 +364,20 @@ impl CouponEngine {
                     .await?;
                 replay_of(receipt, coupon_id, &owner, user_id).map(Some)
             }
-            Verdict::StockEmpty | Verdict::UserLimit => {
+            Ruling::StockEmpty | Ruling::UserLimit => {
                 // Redis admitted what Postgres refused: Redis is stale (an old snapshot,
                 // a lagging replica, an evicted key). The refusal stands; Redis is
                 // rebuilt from Postgres before it admits again.
                 self.note_stale_admission(template_id, &verdict);
                 self.resync_after_refusal(template_id, grant.epoch).await;
                 Err(match verdict {
-                    Verdict::StockEmpty => EngineError::StockEmpty,
+                    Ruling::StockEmpty => EngineError::StockEmpty,
                     _ => EngineError::UserLimit {
                         limit: template.spec.per_user_limit,
                     },
                 })
             }
-            Verdict::WindowNotOpen | Verdict::WindowClosed => {
+            Ruling::WindowNotOpen | Ruling::WindowClosed => {
                 // This server's clock let it admit outside the window that Postgres's clock
                 // sees (docs/ARCHITECTURE.md, "One clock"): nothing was stored; the Redis
                 // deduction is given back and the claim refused as any outside it is.
@@ -394,7 +394,7 @@ impl CouponEngine {
                 tracing::warn!(%template_id, ?verdict,
                     "admitted by this server's clock outside the claim window Postgres's clock sees; is this server's clock skewed?");
                 Err(EngineError::InvalidState(
-                    if verdict == Verdict::WindowNotOpen {
+                    if verdict == Ruling::WindowNotOpen {
                         "the claim window has not opened"
                     } else {
                         "the claim window has closed"
@@ -402,14 +402,14 @@ impl CouponEngine {
                     .into(),
                 ))
             }
-            Verdict::EpochAhead => {
+            Ruling::EpochAhead => {
                 // Redis holds a rebuild that never committed: rebuild it again.
                 tracing::warn!(%template_id, "redis epoch ahead of postgres; rebuilding");
                 self.resync(template_id, Trigger::Disagrees(grant.epoch))
                     .await?;
                 Ok(None)
             }
-            Verdict::Fenced => {
+            Ruling::Fenced => {
                 // A rebuild counted without this claim: it fails, unacknowledged. Not
                 // retried here: others may have seen its reservation of the request
                 // id, so only the client's retry may reuse it. A Redis still at the

@@ -57,7 +57,7 @@ use crate::{
     error::{EngineError, EngineResult},
     failpoint::Failpoints,
     store::{
-        arbiter::{self, Verdict},
+        arbiter::{self, Ruling},
         postgres,
         redis::{PendingIntent, RedisStore},
     },
@@ -272,7 +272,7 @@ impl CouponEngine {
         &self,
         template: &Template,
         intents: &[PendingIntent],
-    ) -> EngineResult<Vec<Verdict>> {
+    ) -> EngineResult<Vec<Ruling>> {
         let arbitration = self.inner.config.variant.arbitration();
         arbiter::decide_batch(&self.inner.pg, template, intents, arbitration).await
     }
@@ -294,7 +294,7 @@ impl CouponEngine {
         &self,
         template_id: TemplateId,
         intent: &PendingIntent,
-        verdict: &Verdict,
+        verdict: &Ruling,
     ) {
         // The price of async mode, counted and visible: the client was told "granted" (with
         // this coupon id) before Postgres decided, and Postgres said otherwise.

@@ -15,7 +15,7 @@ use super::{CouponEngine, Inner, rebuild::Trigger};
 use crate::{
     domain::{ids::TemplateId, template::Template},
     error::EngineResult,
-    store::{arbiter::Verdict, batch_connection::BatchConnection, redis::PendingIntent},
+    store::{arbiter::Ruling, batch_connection::BatchConnection, redis::PendingIntent},
 };
 
 enum Msg {
@@ -217,7 +217,7 @@ impl CouponEngine {
         &self,
         template_id: TemplateId,
         intents: &[PendingIntent],
-        verdicts: &[Verdict],
+        verdicts: &[Ruling],
     ) -> EngineResult<()> {
         let mut done = Vec::with_capacity(intents.len());
         let mut refused_epoch = None;
@@ -228,17 +228,14 @@ impl CouponEngine {
         let mut lost = Vec::new();
         for (intent, verdict) in intents.iter().zip(verdicts) {
             match verdict {
-                Verdict::Stored => done.push((&intent.request_id, intent.coupon_id)),
+                Ruling::Stored => done.push((&intent.request_id, intent.coupon_id)),
                 // The window verdicts come only from the sync group commit's decision; a batch
                 // here is stored as admitted. Should one appear, it holds no row: give back.
-                Verdict::Duplicate { .. } | Verdict::WindowNotOpen | Verdict::WindowClosed => {
+                Ruling::Duplicate { .. } | Ruling::WindowNotOpen | Ruling::WindowClosed => {
                     self.inner.redis.release_intent(intent).await?;
                     lost.push((intent, verdict));
                 }
-                Verdict::StockEmpty
-                | Verdict::UserLimit
-                | Verdict::Fenced
-                | Verdict::EpochAhead => {
+                Ruling::StockEmpty | Ruling::UserLimit | Ruling::Fenced | Ruling::EpochAhead => {
                     done.push((&intent.request_id, intent.coupon_id));
                     lost.push((intent, verdict));
                     refused_epoch = Some(intent.epoch);

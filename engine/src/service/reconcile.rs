@@ -13,7 +13,7 @@ use crate::{
     domain::ids::TemplateId,
     error::EngineResult,
     service::rebuild::Trigger,
-    store::{arbiter::Verdict, postgres, redis::PendingIntent},
+    store::{arbiter::Ruling, postgres, redis::PendingIntent},
 };
 
 /// What a reconcile pass considers.
@@ -121,22 +121,22 @@ impl CouponEngine {
             let mut disagrees = None;
             for (intent, verdict) in stale.iter().zip(&verdicts) {
                 match verdict {
-                    Verdict::Stored => {
+                    Ruling::Stored => {
                         report.pending_persisted += 1;
                         done.push((&intent.request_id, intent.coupon_id));
                     }
                     // Window verdicts come only from the group commit; no row either way.
-                    Verdict::Duplicate { .. } | Verdict::WindowNotOpen | Verdict::WindowClosed => {
+                    Ruling::Duplicate { .. } | Ruling::WindowNotOpen | Ruling::WindowClosed => {
                         self.inner.redis.release_intent(intent).await?;
                         report.pending_dropped += 1;
                     }
-                    Verdict::Fenced
-                    | Verdict::EpochAhead
-                    | Verdict::StockEmpty
-                    | Verdict::UserLimit => {
+                    Ruling::Fenced
+                    | Ruling::EpochAhead
+                    | Ruling::StockEmpty
+                    | Ruling::UserLimit => {
                         report.pending_dropped += 1;
                         done.push((&intent.request_id, intent.coupon_id));
-                        if verdict != &Verdict::Fenced {
+                        if verdict != &Ruling::Fenced {
                             disagrees = Some(intent.epoch);
                         }
                     }
@@ -150,7 +150,7 @@ impl CouponEngine {
             // Redis tells it apart, and a lost acknowledgement must not go uncounted.
             if self.inner.config.persistence == Persistence::Async {
                 for (intent, verdict) in stale.iter().zip(&verdicts) {
-                    if verdict != &Verdict::Stored {
+                    if verdict != &Ruling::Stored {
                         self.lost_async_ack(template_id, intent, verdict);
                     }
                 }

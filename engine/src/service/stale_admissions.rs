@@ -10,7 +10,7 @@ use super::CouponEngine;
 use crate::{
     domain::ids::TemplateId,
     invariant::{Finding, Invariant},
-    store::arbiter::Verdict,
+    store::arbiter::Ruling,
 };
 
 /// Sync-mode claims Redis admitted and Postgres refused since the engine started.
@@ -94,10 +94,10 @@ pub(super) struct Counts {
 
 impl CouponEngine {
     /// Counts a claim Redis admitted and Postgres refused (`verdict`: the refusal).
-    pub(super) fn note_stale_admission(&self, template_id: TemplateId, verdict: &Verdict) {
+    pub(super) fn note_stale_admission(&self, template_id: TemplateId, verdict: &Ruling) {
         let counts = &self.inner.stale_admissions;
         let counter = match verdict {
-            Verdict::UserLimit => &counts.user_limit,
+            Ruling::UserLimit => &counts.user_limit,
             _ => &counts.stock_empty,
         };
         counter.fetch_add(1, Ordering::Relaxed);

@@ -27,9 +27,10 @@ use crate::{
     store::{postgres::ms_to_time, redis::PendingIntent},
 };
 
-/// Postgres's verdict on one intent.
+/// Postgres's ruling on one intent (the arbiter rules; "verdict" is the
+/// linearizability checker's word).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Ruling {
     /// The row exists with the intent's coupon id (inserted now or earlier).
     Stored,
     /// Another coupon already holds this request id: the intent is a duplicate.
@@ -56,7 +57,7 @@ pub enum Verdict {
     WindowClosed,
 }
 
-impl Verdict {
+impl Ruling {
     /// True when Postgres refused what Redis admitted: Redis disagrees with the record.
     pub fn is_refusal(&self) -> bool {
         matches!(self, Self::StockEmpty | Self::UserLimit)
@@ -94,7 +95,7 @@ pub async fn decide_batch(
     template: &Template,
     intents: &[PendingIntent],
     arbitration: Arbitration,
-) -> EngineResult<Vec<Verdict>> {
+) -> EngineResult<Vec<Ruling>> {
     let mut conn = pool.acquire().await?;
     decide_batch_on(&mut conn, template, intents, arbitration).await
 }
@@ -106,7 +107,7 @@ pub async fn decide_batch_on(
     template: &Template,
     intents: &[PendingIntent],
     arbitration: Arbitration,
-) -> EngineResult<Vec<Verdict>> {
+) -> EngineResult<Vec<Ruling>> {
     decide_batch_within(conn, template, intents, arbitration, Window::AsAdmitted).await
 }
 
@@ -121,7 +122,7 @@ pub async fn decide_batches_together(
     conn: &mut PgConnection,
     batches: &[(&Template, &[PendingIntent])],
     window: Window,
-) -> EngineResult<Vec<Vec<Verdict>>> {
+) -> EngineResult<Vec<Vec<Ruling>>> {
     // Templates whose window Postgres must judge take their own function; the rest (every
     // template without a claim window, or all when the window is not judged) are decided
     // together by one call, which takes its counter rows in template order first: both
@@ -158,7 +159,7 @@ pub async fn decide_batches_together(
 async fn decide_across(
     conn: &mut PgConnection,
     parts: &[(&Template, &[PendingIntent])],
-) -> EngineResult<Vec<Vec<Verdict>>> {
+) -> EngineResult<Vec<Vec<Ruling>>> {
     let n: usize = parts.iter().map(|(_, i)| i.len()).sum();
     let mut templates = Vec::with_capacity(n);
     let mut limits = Vec::with_capacity(n);
@@ -206,7 +207,7 @@ async fn decide_across(
     .bind(&until)
     .fetch_all(conn)
     .await?;
-    let mut verdicts: Vec<Vec<Option<Verdict>>> =
+    let mut verdicts: Vec<Vec<Option<Ruling>>> =
         parts.iter().map(|(_, i)| vec![None; i.len()]).collect();
     for row in &rows {
         let ord: i64 = row.try_get("ord")?;
@@ -238,7 +239,7 @@ pub async fn decide_batch_within(
     intents: &[PendingIntent],
     arbitration: Arbitration,
     window: Window,
-) -> EngineResult<Vec<Verdict>> {
+) -> EngineResult<Vec<Ruling>> {
     match arbitration {
         // Autocommit: the function's statements are one transaction, committed once.
         Arbitration::Enforced => decide_on(conn, template, intents, arbitration, window).await,
@@ -260,7 +261,7 @@ async fn decide_trusting_redis(
     conn: &mut PgConnection,
     template: &Template,
     intents: &[PendingIntent],
-) -> EngineResult<Vec<Verdict>> {
+) -> EngineResult<Vec<Ruling>> {
     let mut tx = sqlx::Connection::begin(conn).await?;
     let verdicts = decide_on(
         &mut tx,
@@ -291,7 +292,7 @@ pub async fn decide_batch_unflushed(
     template: &Template,
     intents: &[PendingIntent],
     arbitration: Arbitration,
-) -> EngineResult<Vec<Verdict>> {
+) -> EngineResult<Vec<Ruling>> {
     let mut tx = pool.begin().await?;
     sqlx::query("SET LOCAL synchronous_commit = off")
         .execute(&mut *tx)
@@ -335,7 +336,7 @@ async fn decide_on(
     intents: &[PendingIntent],
     arbitration: Arbitration,
     window: Window,
-) -> EngineResult<Vec<Verdict>> {
+) -> EngineResult<Vec<Ruling>> {
     let n = intents.len();
     let (mut ids, mut users, mut rids, mut epochs) = (
         Vec::with_capacity(n),
@@ -391,11 +392,11 @@ async fn decide_on(
     rows.iter().map(verdict_from_row).collect()
 }
 
-fn verdict_from_row(row: &sqlx::postgres::PgRow) -> EngineResult<Verdict> {
+fn verdict_from_row(row: &sqlx::postgres::PgRow) -> EngineResult<Ruling> {
     let verdict: &str = row.try_get("verdict")?;
     Ok(match verdict {
-        "stored" => Verdict::Stored,
-        "duplicate" => Verdict::Duplicate {
+        "stored" => Ruling::Stored,
+        "duplicate" => Ruling::Duplicate {
             coupon_id: row
                 .try_get::<Option<Uuid>, _>("coupon_id")?
                 .unwrap_or_default(),
@@ -403,12 +404,12 @@ fn verdict_from_row(row: &sqlx::postgres::PgRow) -> EngineResult<Verdict> {
                 .try_get::<Option<String>, _>("owner")?
                 .unwrap_or_default(),
         },
-        "stock_empty" => Verdict::StockEmpty,
-        "user_limit" => Verdict::UserLimit,
-        "fenced" => Verdict::Fenced,
-        "epoch_ahead" => Verdict::EpochAhead,
-        "not_open" => Verdict::WindowNotOpen,
-        "closed" => Verdict::WindowClosed,
+        "stock_empty" => Ruling::StockEmpty,
+        "user_limit" => Ruling::UserLimit,
+        "fenced" => Ruling::Fenced,
+        "epoch_ahead" => Ruling::EpochAhead,
+        "not_open" => Ruling::WindowNotOpen,
+        "closed" => Ruling::WindowClosed,
         other => {
             return Err(EngineError::Unavailable(format!(
                 "unknown claim verdict {other:?} from postgres"

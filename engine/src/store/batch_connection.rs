@@ -12,7 +12,7 @@ use sqlx::{PgPool, Postgres, pool::PoolConnection};
 use tokio::{sync::mpsc, time::error::Elapsed};
 
 use super::{
-    arbiter::{self, Arbitration, Verdict, Window},
+    arbiter::{self, Arbitration, Ruling, Window},
     redis::PendingIntent,
 };
 use crate::{domain::template::Template, error::EngineResult};
@@ -56,7 +56,7 @@ impl BatchConnection {
         template: &Template,
         intents: &[PendingIntent],
         arbitration: Arbitration,
-    ) -> EngineResult<Vec<Verdict>> {
+    ) -> EngineResult<Vec<Ruling>> {
         let conn = match &mut self.held {
             Some(conn) => conn,
             None => self.held.insert(self.pool.acquire().await?),
@@ -76,7 +76,7 @@ impl BatchConnection {
     pub async fn decide_together(
         &mut self,
         batches: &[(&Template, &[PendingIntent])],
-    ) -> EngineResult<Vec<Vec<Verdict>>> {
+    ) -> EngineResult<Vec<Vec<Ruling>>> {
         let conn = match &mut self.held {
             Some(conn) => conn,
             None => self.held.insert(self.pool.acquire().await?),

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use coupon_engine::{
     domain::ids::{RequestId, UserId},
     store::{
-        arbiter::{self, Arbitration, Verdict},
+        arbiter::{self, Arbitration, Ruling},
         redis::PendingIntent,
     },
 };
@@ -50,21 +50,21 @@ impl Reference {
         stock: i64,
         limit: i64,
         enforce: bool,
-    ) -> Vec<Verdict> {
+    ) -> Vec<Ruling> {
         intents
             .iter()
             .map(|i| {
                 if i.epoch < epoch {
-                    return Verdict::Fenced;
+                    return Ruling::Fenced;
                 }
                 if i.epoch > epoch {
-                    return Verdict::EpochAhead;
+                    return Ruling::EpochAhead;
                 }
                 if let Some((coupon_id, owner)) = self.known.get(i.request_id.as_str()) {
                     return if *coupon_id == i.coupon_id {
-                        Verdict::Stored
+                        Ruling::Stored
                     } else {
-                        Verdict::Duplicate {
+                        Ruling::Duplicate {
                             coupon_id: *coupon_id,
                             user_id: owner.clone(),
                         }
@@ -72,10 +72,10 @@ impl Reference {
                 }
                 let has = self.held.get(i.user_id.as_str()).copied().unwrap_or(0);
                 if enforce && self.counted >= stock {
-                    return Verdict::StockEmpty;
+                    return Ruling::StockEmpty;
                 }
                 if enforce && has >= limit {
-                    return Verdict::UserLimit;
+                    return Ruling::UserLimit;
                 }
                 self.counted += 1;
                 *self.held.entry(i.user_id.to_string()).or_default() += 1;
@@ -83,7 +83,7 @@ impl Reference {
                     i.request_id.to_string(),
                     (i.coupon_id, i.user_id.to_string()),
                 );
-                Verdict::Stored
+                Ruling::Stored
             })
             .collect()
     }
@@ -352,17 +352,17 @@ async fn overlapping_batches(stock: i64, limit: i32, users: u64) -> anyhow::Resu
     for (intent, verdict) in &answered {
         let stored = by_rid.get(intent.request_id.as_str());
         match verdict {
-            Verdict::Stored => assert_eq!(
+            Ruling::Stored => assert_eq!(
                 stored,
                 Some(&intent.coupon_id),
                 "seed {seed}: a stored verdict without its row"
             ),
-            Verdict::Duplicate { coupon_id, .. } => assert_eq!(
+            Ruling::Duplicate { coupon_id, .. } => assert_eq!(
                 stored,
                 Some(coupon_id),
                 "seed {seed}: a duplicate naming no row"
             ),
-            Verdict::StockEmpty | Verdict::UserLimit => {}
+            Ruling::StockEmpty | Ruling::UserLimit => {}
             other => panic!("seed {seed}: unexpected verdict {other:?}"),
         }
     }
@@ -407,7 +407,7 @@ fn new_intent(
 /// then refuse: a check made on its own snapshot before the lock would pass both.
 async fn a_batch_waits_for_the_one_holding_the_counter(
     stock: i64,
-    want: Verdict,
+    want: Ruling,
 ) -> anyhow::Result<()> {
     let env = TestEnv::new().await?;
     let pg = sqlx::PgPool::connect(&env.database_url).await?;
@@ -423,7 +423,7 @@ async fn a_batch_waits_for_the_one_holding_the_counter(
         Arbitration::Enforced,
     )
     .await?;
-    assert_eq!(verdicts, [Verdict::Stored]);
+    assert_eq!(verdicts, [Ruling::Stored]);
     let second = {
         let (pg, template, intent) = (pg.clone(), template.clone(), intent("second", second_user));
         tokio::spawn(async move {
@@ -448,12 +448,12 @@ async fn a_batch_waits_for_the_one_holding_the_counter(
 
 #[tokio::test]
 async fn a_batch_for_a_user_at_the_limit_waits_then_refuses() -> anyhow::Result<()> {
-    a_batch_waits_for_the_one_holding_the_counter(100, Verdict::UserLimit).await
+    a_batch_waits_for_the_one_holding_the_counter(100, Ruling::UserLimit).await
 }
 
 #[tokio::test]
 async fn a_batch_for_the_last_coupon_waits_then_refuses() -> anyhow::Result<()> {
-    a_batch_waits_for_the_one_holding_the_counter(1, Verdict::StockEmpty).await
+    a_batch_waits_for_the_one_holding_the_counter(1, Ruling::StockEmpty).await
 }
 
 /// A retry racing its original on another server, in a batch that also holds a request id
@@ -477,7 +477,7 @@ async fn a_batch_with_a_stored_request_id_waits_for_one_in_flight_before_the_cou
         Arbitration::Enforced,
     )
     .await?;
-    assert_eq!(verdicts, [Verdict::Stored]);
+    assert_eq!(verdicts, [Ruling::Stored]);
     // The other server's batch: its row inserted, the counter row not yet taken.
     let racing = intent("z-racing", "second");
     let mut elsewhere = pg.begin().await?;
@@ -513,11 +513,11 @@ async fn a_batch_with_a_stored_request_id_waits_for_one_in_flight_before_the_cou
     assert_eq!(
         batch.await??,
         [
-            Verdict::Duplicate {
+            Ruling::Duplicate {
                 coupon_id: stored.coupon_id,
                 user_id: "first".into(),
             },
-            Verdict::Duplicate {
+            Ruling::Duplicate {
                 coupon_id: racing.coupon_id,
                 user_id: "second".into(),
             },

@@ -10,7 +10,7 @@ use std::time::Duration;
 use coupon_engine::{
     NewTemplate, RefundPolicy, Template,
     store::{
-        arbiter::{Arbitration, Verdict},
+        arbiter::{Arbitration, Ruling},
         batch_connection::{BatchConnection, LULL},
         postgres,
         redis::PendingIntent,
@@ -60,7 +60,7 @@ async fn first_batch(size: u32) -> anyhow::Result<Sale> {
             Arbitration::Enforced,
         )
         .await?;
-    assert_eq!(verdicts, vec![Verdict::Stored]);
+    assert_eq!(verdicts, vec![Ruling::Stored]);
     Ok(Sale {
         template,
         epoch,

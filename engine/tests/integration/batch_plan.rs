@@ -10,7 +10,7 @@ use coupon_engine::{
     Template,
     domain::ids::{RequestId, UserId},
     store::{
-        arbiter::{self, Arbitration, Verdict},
+        arbiter::{self, Arbitration, Ruling},
         redis::PendingIntent,
     },
 };
@@ -80,7 +80,7 @@ async fn sell_to_newcomers(
 async fn stored(pg: &PgPool, template: &Template, intents: &[PendingIntent]) -> anyhow::Result<()> {
     let verdicts = arbiter::decide_batch(pg, template, intents, Arbitration::Enforced).await?;
     assert!(
-        verdicts.iter().all(|v| *v == Verdict::Stored),
+        verdicts.iter().all(|v| *v == Ruling::Stored),
         "{verdicts:?}"
     );
     Ok(())

@@ -21,8 +21,8 @@ use crate::{
     cli::{self, ScenarioKind},
     progress::phase,
     report::Report,
+    run_outcome::{EXIT_SETUP, RunOutcome},
     runner,
-    verdict::{EXIT_SETUP, Verdict},
 };
 use slo::Slo;
 
@@ -346,7 +346,7 @@ impl Search<'_> {
         Ok(step)
     }
 
-    fn judge(&self, rate: f64, verdict: Verdict, report: &Report) -> Step {
+    fn judge(&self, rate: f64, verdict: RunOutcome, report: &Report) -> Step {
         let invariants_ok = report.invariants.iter().all(|i| i.passed);
         let failed_requests: u64 = report.endpoints.iter().map(|e| e.failed).sum();
         let (response, service, scheduled, dropped, achieved, limited) =
@@ -378,7 +378,7 @@ impl Search<'_> {
         let slo_value_ms = self.slo.quantile.of(&response);
         let slo_met = slo_value_ms < self.slo.below_ms
             && error_share <= self.slo.error_budget
-            && !matches!(verdict, Verdict::InvariantViolated);
+            && !matches!(verdict, RunOutcome::InvariantViolated);
         Step {
             rate,
             achieved_per_sec: achieved,

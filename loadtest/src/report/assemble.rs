@@ -8,8 +8,8 @@ use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 use super::{Report, SCHEMA_VERSION};
 use crate::{
-    checks::InvariantResult, shares, stats, tally::Tally, templates::TemplateInfo, timeline,
-    verdict::Verdict,
+    checks::InvariantResult, run_outcome::RunOutcome, shares, stats, tally::Tally,
+    templates::TemplateInfo, timeline,
 };
 
 /// What names a report: where it is written, what ran, against what, and how.
@@ -31,7 +31,7 @@ impl Report {
     /// (audits, thresholds, baseline, merged runs, faults, extra failures) starts empty.
     pub(crate) fn assemble(
         heading: Heading<'_>,
-        verdict: Verdict,
+        verdict: RunOutcome,
         invariants: Vec<InvariantResult>,
         tally: &Tally,
         templates: Vec<TemplateInfo>,

@@ -24,9 +24,9 @@ use crate::{
     attack::ThresholdRow,
     baseline::Comparison,
     checks::InvariantResult,
+    run_outcome::RunOutcome,
     stats::{ClaimSeries, EndpointStats, StatusCount, Throughput},
     templates::TemplateInfo,
-    verdict::Verdict,
 };
 
 /// Version of the report schema (bumped on incompatible changes).
@@ -46,7 +46,7 @@ pub(crate) struct Report {
     /// `PASS` or `FAIL`.
     pub verdict: String,
     /// Why: `pass`, `invariant_violated` or `threshold_or_regression`.
-    pub outcome: Verdict,
+    pub outcome: RunOutcome,
     /// The process exit code.
     pub exit_code: u8,
     /// When the run started (RFC 3339, UTC).

@@ -14,7 +14,7 @@ use crate::{
     },
     service::ClaimReceipt,
     store::{
-        arbiter::Verdict,
+        arbiter::Ruling,
         postgres,
         redis::{ClaimScript, Grant, PendingIntent, RequestRecord},
     },
@@ -174,7 +174,7 @@ pub(crate) async fn persist(
     e: &CouponEngine,
     template: &Arc<Template>,
     intent: &PendingIntent,
-) -> Option<EngineResult<Verdict>> {
+) -> Option<EngineResult<Ruling>> {
     if e.config().variant != Variant::D5 {
         return None;
     }

@@ -1,11 +1,12 @@
-//! The run's verdict and its exit code (documented in `--help` and loadtest/README.md).
+//! How a run ended (PASS or FAIL, and why) and its exit code (documented in `--help` and
+//! loadtest/README.md).
 
 use serde::{Deserialize, Serialize};
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum Verdict {
+pub(crate) enum RunOutcome {
     /// Every invariant held, thresholds passed, no regression.
     Pass,
     /// An invariant (I1–I7) was violated.
@@ -20,7 +21,7 @@ pub(crate) enum Verdict {
 /// Exit code of a setup or infrastructure error.
 pub(crate) const EXIT_SETUP: u8 = 3;
 
-impl Verdict {
+impl RunOutcome {
     /// The process exit code: 0, 1, 2, or 3 ([`EXIT_SETUP`], as a setup error) when a fault
     /// could not be injected.
     pub(crate) fn exit_code(self) -> u8 {
@@ -68,21 +69,21 @@ mod tests {
 
     #[test]
     fn invariants_dominate() {
-        assert_eq!(Verdict::decide(false, false, false).exit_code(), 1);
-        assert_eq!(Verdict::decide(true, false, true).exit_code(), 2);
-        assert_eq!(Verdict::decide(true, true, false).exit_code(), 2);
-        assert_eq!(Verdict::decide(true, true, true).exit_code(), 0);
+        assert_eq!(RunOutcome::decide(false, false, false).exit_code(), 1);
+        assert_eq!(RunOutcome::decide(true, false, true).exit_code(), 2);
+        assert_eq!(RunOutcome::decide(true, true, false).exit_code(), 2);
+        assert_eq!(RunOutcome::decide(true, true, true).exit_code(), 0);
     }
 
     #[test]
     fn a_fault_that_did_not_happen_fails_the_run_unless_an_invariant_did() {
-        let pass = Verdict::decide(true, true, true);
-        assert_eq!(pass.given_faults(true), Verdict::Pass);
+        let pass = RunOutcome::decide(true, true, true);
+        assert_eq!(pass.given_faults(true), RunOutcome::Pass);
         assert_eq!(pass.given_faults(false).exit_code(), EXIT_SETUP);
         assert_eq!(pass.given_faults(false).label(), "FAIL");
-        let slow = Verdict::decide(true, false, true);
-        assert_eq!(slow.given_faults(false), Verdict::FaultNotInjected);
-        let violated = Verdict::decide(false, true, true);
-        assert_eq!(violated.given_faults(false), Verdict::InvariantViolated);
+        let slow = RunOutcome::decide(true, false, true);
+        assert_eq!(slow.given_faults(false), RunOutcome::FaultNotInjected);
+        let violated = RunOutcome::decide(false, true, true);
+        assert_eq!(violated.given_faults(false), RunOutcome::InvariantViolated);
     }
 }
