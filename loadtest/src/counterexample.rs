@@ -194,18 +194,18 @@ fn shown(events: &[Event], named: &HashSet<usize>) -> Vec<usize> {
     let mut picked: Vec<usize> = named.iter().copied().collect();
     picked.sort_unstable_by_key(|&i| (events[i].start_us, i));
     picked.truncate(MOST_NAMED);
-    let (from, to) = match (
-        picked.first(),
-        picked.iter().map(|&i| events[i].end_us()).max(),
-    ) {
-        (Some(&first), Some(last)) => (events[first].start_us, last),
-        // Nothing named (the auditor's finding names no answer): the run's last answers.
-        _ => (u64::MAX, u64::MAX),
-    };
+    // The span of the named answers; with none named (the auditor's finding names no
+    // answer), the whole run, of which the last answers are drawn.
+    let window = picked.first().map(|&first| {
+        let last = picked.iter().map(|&i| events[i].end_us()).max();
+        (events[first].start_us, last.unwrap_or(u64::MAX))
+    });
     let chosen: HashSet<usize> = picked.iter().copied().collect();
     let mut beside: Vec<usize> = (0..events.len())
         .filter(|i| !chosen.contains(i))
-        .filter(|&i| from == u64::MAX || (events[i].start_us <= to && events[i].end_us() >= from))
+        .filter(|&i| {
+            window.is_none_or(|(from, to)| events[i].start_us <= to && events[i].end_us() >= from)
+        })
         .collect();
     beside.sort_unstable_by_key(|&i| std::cmp::Reverse(events[i].end_us()));
     beside.truncate(MOST_SHOWN - picked.len());

@@ -157,3 +157,13 @@ fn a_page_shows_at_most_its_share_of_a_big_run() {
             .all(|w| events[w[0]].start_us <= events[w[1]].start_us)
     );
 }
+
+#[test]
+fn with_nothing_named_the_runs_last_answers_are_shown() {
+    let t = template(10_000);
+    let events: Vec<Event> = (1..=500).map(|u| grant(&t, u, 100 + u as u64)).collect();
+    let shown = shown(&events, &HashSet::new());
+    assert_eq!(shown.len(), MOST_SHOWN);
+    assert_eq!(shown.last(), Some(&499), "the last answer is drawn");
+    assert_eq!(shown.first(), Some(&(500 - MOST_SHOWN)));
+}
