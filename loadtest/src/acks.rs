@@ -11,12 +11,12 @@ use std::{
 
 use anyhow::Context;
 
-pub(crate) use crate::event::{Event, Op, Outcome};
+pub(crate) use crate::reply::{Reply, ReplyClass, RequestKind};
 use crate::tally::Tally;
 
 /// The shared log every Goose user appends to. Each answer is folded into the run's
 /// [`Tally`], written to `acks.jsonl` when the log streams to a file, and kept in memory
-/// only when the post-run checks need it ([`Event::needed_by_checks`]): memory stays
+/// only when the post-run checks need it ([`Reply::needed_by_checks`]): memory stays
 /// bounded by what the checks must compare, not by the run's length.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct AckLog(Arc<Mutex<Recorder>>);
@@ -35,7 +35,7 @@ pub(crate) struct Recorded {
     /// The run's figures, over every answer.
     pub tally: Tally,
     /// The answers the checks need, in completion order.
-    pub kept: Vec<Event>,
+    pub kept: Vec<Reply>,
     /// Refused first attempts of claims: counted, not kept (no other answer shares their
     /// request id, so no check compares them with anything).
     pub refusals_not_kept: u64,
@@ -43,7 +43,7 @@ pub(crate) struct Recorded {
 
 impl Recorded {
     /// Folds in one answer.
-    pub(crate) fn add(&mut self, event: Event) {
+    pub(crate) fn add(&mut self, event: Reply) {
         self.tally.add(&event);
         if event.needed_by_checks() {
             self.kept.push(event);
@@ -65,7 +65,7 @@ impl AckLog {
     }
 
     /// Appends one answer (in completion order).
-    pub(crate) fn record(&self, event: Event) {
+    pub(crate) fn record(&self, event: Reply) {
         let mut guard = self
             .0
             .lock()
@@ -105,8 +105,13 @@ pub(crate) mod tests {
     use super::*;
 
     /// A test event with the given op, user, status and code.
-    pub(crate) fn ev(op: Op, user: &str, status: Option<u16>, code: Option<&str>) -> Event {
-        Event {
+    pub(crate) fn ev(
+        op: RequestKind,
+        user: &str,
+        status: Option<u16>,
+        code: Option<&str>,
+    ) -> Reply {
+        Reply {
             op,
             goose_user: 0,
             user: user.into(),
@@ -128,19 +133,25 @@ pub(crate) mod tests {
 
     #[test]
     fn outcomes() {
-        assert_eq!(ev(Op::Claim, "u", Some(201), None).outcome(), Outcome::Ok);
         assert_eq!(
-            ev(Op::Claim, "u", Some(409), Some("stock_empty")).outcome(),
-            Outcome::Refused
+            ev(RequestKind::Claim, "u", Some(201), None).class(),
+            ReplyClass::Ok
         );
         assert_eq!(
-            ev(Op::Claim, "u", Some(503), None).outcome(),
-            Outcome::Unknown
+            ev(RequestKind::Claim, "u", Some(409), Some("stock_empty")).class(),
+            ReplyClass::Refused
         );
-        assert_eq!(ev(Op::Claim, "u", None, None).outcome(), Outcome::Unknown);
         assert_eq!(
-            ev(Op::Redeem, "u", Some(429), None).outcome(),
-            Outcome::Busy
+            ev(RequestKind::Claim, "u", Some(503), None).class(),
+            ReplyClass::Unknown
+        );
+        assert_eq!(
+            ev(RequestKind::Claim, "u", None, None).class(),
+            ReplyClass::Unknown
+        );
+        assert_eq!(
+            ev(RequestKind::Redeem, "u", Some(429), None).class(),
+            ReplyClass::Busy
         );
     }
 }

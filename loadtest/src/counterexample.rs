@@ -24,7 +24,7 @@ use coupon_verify::{
 use uuid::Uuid;
 
 use crate::{
-    acks::{Event, Op, Outcome},
+    acks::{Reply, ReplyClass, RequestKind},
     checks::InvariantResult,
     nemesis::{Mark, NemesisEvent},
     templates::TemplateInfo,
@@ -42,7 +42,7 @@ pub(crate) struct FailedRun<'a> {
     /// The invariants, passed and failed.
     pub invariants: &'a [InvariantResult],
     /// The answers kept for the checks, in completion order.
-    pub events: &'a [Event],
+    pub events: &'a [Reply],
     /// The run's templates.
     pub templates: &'a [TemplateInfo],
     /// The faults injected.
@@ -160,14 +160,14 @@ fn granted_past_the_stock(run: &FailedRun<'_>) -> Vec<usize> {
         .iter()
         .map(|t| (t.id, t.total_stock))
         .collect();
-    if run.events.iter().any(|e| e.op == Op::Refund) {
+    if run.events.iter().any(|e| e.op == RequestKind::Refund) {
         return Vec::new();
     }
     let mut grants: Vec<(u64, usize, Uuid, Uuid)> = run
         .events
         .iter()
         .enumerate()
-        .filter(|(_, e)| e.op == Op::Claim && e.outcome() == Outcome::Ok)
+        .filter(|(_, e)| e.op == RequestKind::Claim && e.class() == ReplyClass::Ok)
         .filter_map(|(i, e)| Some((e.end_us(), i, e.template?, e.coupon?)))
         .collect();
     grants.sort_unstable();
@@ -190,7 +190,7 @@ fn granted_past_the_stock(run: &FailedRun<'_>) -> Vec<usize> {
 
 /// The answers drawn: the first named ones by start, then those in flight while they were,
 /// nearest first; in start order.
-fn shown(events: &[Event], named: &HashSet<usize>) -> Vec<usize> {
+fn shown(events: &[Reply], named: &HashSet<usize>) -> Vec<usize> {
     let mut picked: Vec<usize> = named.iter().copied().collect();
     picked.sort_unstable_by_key(|&i| (events[i].start_us, i));
     picked.truncate(MOST_NAMED);
@@ -220,7 +220,7 @@ fn short(id: &str) -> &str {
 
 /// One answer as the page draws it: short, as the row already names the Goose user (the
 /// shopper is in the operation's tooltip).
-fn view(run: &FailedRun<'_>, e: &Event) -> OpView {
+fn view(run: &FailedRun<'_>, e: &Reply) -> OpView {
     let coupon = e.coupon.map(|c| c.to_string());
     let template = match (run.templates.len(), e.template) {
         (2.., Some(t)) => run
@@ -231,11 +231,11 @@ fn view(run: &FailedRun<'_>, e: &Event) -> OpView {
         _ => String::new(),
     };
     let op = match e.op {
-        Op::Claim => format!(
+        RequestKind::Claim => format!(
             "claim{template} req {}",
             e.request_id.as_deref().unwrap_or("?")
         ),
-        Op::MyCoupons => "my coupons".to_owned(),
+        RequestKind::MyCoupons => "my coupons".to_owned(),
         other => format!(
             "{} {} order {}",
             other.name(),
@@ -246,8 +246,10 @@ fn view(run: &FailedRun<'_>, e: &Event) -> OpView {
     let status = e
         .status
         .map_or_else(|| "timeout".to_owned(), |s| s.to_string());
-    let recorded = match (e.outcome(), &e.code, &coupon) {
-        (Outcome::Ok, _, Some(c)) if e.op == Op::Claim => format!("{status} coupon {}", short(c)),
+    let recorded = match (e.class(), &e.code, &coupon) {
+        (ReplyClass::Ok, _, Some(c)) if e.op == RequestKind::Claim => {
+            format!("{status} coupon {}", short(c))
+        }
         (_, Some(code), _) => format!("{status} {code}"),
         _ => status,
     };
@@ -261,7 +263,7 @@ fn view(run: &FailedRun<'_>, e: &Event) -> OpView {
         op: format!("{op}{retry}"),
         recorded,
         call: e.start_us,
-        ret: (e.outcome() != Outcome::Unknown).then(|| e.end_us()),
+        ret: (e.class() != ReplyClass::Unknown).then(|| e.end_us()),
     }
 }
 

@@ -13,7 +13,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::{
-    acks::{Event, Recorded},
+    acks::{Recorded, Reply},
     api::Api,
     audit, counterexample,
     progress::phase,
@@ -64,7 +64,7 @@ struct Shift {
 }
 
 impl Shift {
-    fn apply(&self, e: &mut Event) {
+    fn apply(&self, e: &mut Reply) {
         e.start_us += self.offset_us;
         e.goose_user += self.users_before;
         e.server = self.servers.get(e.server).copied().unwrap_or(0);
@@ -127,7 +127,7 @@ fn read_merged(runs: &[Run], shifts: &[Shift]) -> anyhow::Result<(Vec<Tally>, Re
         );
         own.push(tally);
     }
-    merged.kept.sort_by_key(Event::end_us);
+    merged.kept.sort_by_key(Reply::end_us);
     Ok((own, merged))
 }
 
@@ -242,7 +242,7 @@ pub(crate) async fn run(cli: AuditCli) -> anyhow::Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::acks::{Op, tests::ev};
+    use crate::acks::{RequestKind, tests::ev};
 
     fn run(epoch: u64, servers: &[&str], users: usize) -> Run {
         Run {
@@ -270,13 +270,13 @@ mod tests {
         ];
         let (shifts, servers) = shifts(&runs);
         assert_eq!(servers, ["http://a", "http://b"]);
-        let mut late = ev(Op::Claim, "b", Some(201), None);
+        let mut late = ev(RequestKind::Claim, "b", Some(201), None);
         late.server = 1;
         shifts[1].apply(&mut late);
         assert_eq!(late.start_us, 2_000, "shifted by the later start");
         assert_eq!(late.goose_user, 5, "users of the second run come after");
         assert_eq!(late.server, 0, "its server 1 is http://a, merged index 0");
-        let mut early = ev(Op::Claim, "a", Some(201), None);
+        let mut early = ev(RequestKind::Claim, "a", Some(201), None);
         shifts[0].apply(&mut early);
         assert_eq!((early.start_us, early.goose_user, early.server), (0, 0, 0));
     }

@@ -8,7 +8,7 @@ use std::{io::BufRead, path::Path};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::{acks::Event, templates::TemplateInfo};
+use crate::{acks::Reply, templates::TemplateInfo};
 
 /// Version of `record.json` and `acks.jsonl`.
 pub(crate) const RECORD_VERSION: u32 = 1;
@@ -22,7 +22,7 @@ pub(crate) struct RunRecord {
     pub run_id: String,
     /// Scenario name.
     pub scenario: String,
-    /// Base URL of every server the run drove, in `Event::server` order.
+    /// Base URL of every server the run drove, in `Reply::server` order.
     pub servers: Vec<String>,
     /// The run's tag: its shoppers are `lt<tag>-c0` … (see `setup::customer_id`).
     pub run_tag: String,
@@ -75,7 +75,7 @@ pub(crate) fn read(dir: &Path) -> anyhow::Result<RunRecord> {
 pub(crate) fn for_each_event(
     dir: &Path,
     record: &RunRecord,
-    mut each: impl FnMut(Event),
+    mut each: impl FnMut(Reply),
 ) -> anyhow::Result<u64> {
     let path = dir.join(ACKS_FILE);
     let file = std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
@@ -85,7 +85,7 @@ pub(crate) fn for_each_event(
         if line.trim().is_empty() {
             continue;
         }
-        let event: Event = serde_json::from_str(&line)
+        let event: Reply = serde_json::from_str(&line)
             .with_context(|| format!("{} line {}: not an event", path.display(), line_no + 1))?;
         anyhow::ensure!(
             event.server < record.servers.len().max(1),
@@ -104,7 +104,7 @@ pub(crate) fn for_each_event(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::acks::{AckLog, Op, tests::ev};
+    use crate::acks::{AckLog, RequestKind, tests::ev};
 
     #[test]
     fn a_record_reads_back_and_bad_lines_are_named() -> anyhow::Result<()> {
@@ -123,8 +123,8 @@ mod tests {
         };
         write(dir.path(), &record)?;
         let log = AckLog::streaming_to(&dir.path().join(ACKS_FILE))?;
-        log.record(ev(Op::Claim, "u", Some(201), None));
-        log.record(ev(Op::Claim, "v", Some(409), Some("stock_empty")));
+        log.record(ev(RequestKind::Claim, "u", Some(201), None));
+        log.record(ev(RequestKind::Claim, "v", Some(409), Some("stock_empty")));
         assert_eq!(log.finish()?.kept.len(), 1);
         let back = read(dir.path())?;
         let mut got = Vec::new();

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    acks::{Event, Op},
+    acks::{Reply, RequestKind},
     checks::InvariantResult,
     nemesis::{Mark, NemesisEvent},
     record::{self, RunRecord},
@@ -64,7 +64,7 @@ pub(crate) fn analyse(
     let mut outside = Vec::new();
     let mut granted_in_window = 0u64;
     record::for_each_event(dir, &record, |e| {
-        if e.op != Op::Claim || e.duplicate {
+        if e.op != RequestKind::Claim || e.duplicate {
             return;
         }
         for r in &mut recoveries {
@@ -110,7 +110,7 @@ fn pairs(nemesis: &[NemesisEvent]) -> Vec<Recovery> {
     out
 }
 
-fn observe(r: &mut Recovery, e: &Event) {
+fn observe(r: &mut Recovery, e: &Reply) {
     let sent = e.start_us as f64 / 1e6;
     let answered = (e.start_us + e.latency_us) as f64 / 1e6;
     let refused = matches!(e.status, None | Some(503));
@@ -137,7 +137,7 @@ fn observe(r: &mut Recovery, e: &Event) {
 
 /// Why a granted claim lies outside `[opens, closes)`: answered before it opened, or sent
 /// after it closed. A grant in neither case may have been decided inside the window.
-fn outside_window(record: &RunRecord, e: &Event, (opens, closes): (i64, i64)) -> Option<String> {
+fn outside_window(record: &RunRecord, e: &Reply, (opens, closes): (i64, i64)) -> Option<String> {
     let sent = record.epoch_unix_us as i64 + e.start_us as i64;
     let answered = sent + e.latency_us as i64;
     if answered < opens {

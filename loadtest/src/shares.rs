@@ -51,7 +51,7 @@ impl ServerShare {
     }
 }
 
-/// The share of each of `urls` (indexed as `Event::server`) in the run.
+/// The share of each of `urls` (indexed as `Reply::server`) in the run.
 pub(crate) fn shares(tally: &Tally, urls: &[String]) -> Vec<ServerShare> {
     let total = tally.requests.max(1) as f64;
     urls.iter()
@@ -75,12 +75,12 @@ pub(crate) fn shares(tally: &Tally, urls: &[String]) -> Vec<ServerShare> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::acks::{Op, tests::ev};
+    use crate::acks::{RequestKind, tests::ev};
 
     #[test]
     fn shares_add_up_per_server() {
-        let mut events = vec![ev(Op::Claim, "a", Some(201), None); 3];
-        events.push(ev(Op::Claim, "b", Some(503), None));
+        let mut events = vec![ev(RequestKind::Claim, "a", Some(201), None); 3];
+        events.push(ev(RequestKind::Claim, "b", Some(503), None));
         events[2].server = 1;
         events[3].server = 1;
         let urls = ["http://x".to_owned(), "http://y".to_owned()];

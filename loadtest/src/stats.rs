@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::{
-    acks::Op,
+    acks::RequestKind,
     tally::{StatusKey, Tally},
     templates::TemplateInfo,
 };
@@ -131,7 +131,10 @@ pub(crate) fn throughput(tally: &Tally) -> Throughput {
             0.0
         }
     };
-    let claims = tally.ops.get(&Op::Claim).map_or(0, |t| t.latencies.count());
+    let claims = tally
+        .ops
+        .get(&RequestKind::Claim)
+        .map_or(0, |t| t.latencies.count());
     let claims_granted = tally.grants.len() as u64;
     Throughput {
         duration_secs: (duration_secs * 1000.0).round() / 1000.0,
@@ -178,11 +181,11 @@ mod tests {
     fn grants_count_distinct_coupons() {
         let c = Uuid::new_v4();
         let t = Uuid::new_v4();
-        let mut a = ev(Op::Claim, "u", Some(201), None);
+        let mut a = ev(RequestKind::Claim, "u", Some(201), None);
         a.template = Some(t);
         a.coupon = Some(c);
         let dup = a.clone();
-        let mut refused = ev(Op::Claim, "v", Some(409), Some("stock_empty"));
+        let mut refused = ev(RequestKind::Claim, "v", Some(409), Some("stock_empty"));
         refused.latency_us = 2_000_000;
         let tp = throughput(&Tally::of([&a, &dup, &refused]));
         assert_eq!((tp.requests, tp.claims, tp.claims_granted), (3, 3, 1));
@@ -191,9 +194,9 @@ mod tests {
 
     #[test]
     fn endpoints_and_statuses_per_name() {
-        let ok = ev(Op::Claim, "u", Some(201), None);
-        let refused = ev(Op::Claim, "v", Some(409), Some("stock_empty"));
-        let lost = ev(Op::Redeem, "u", None, None);
+        let ok = ev(RequestKind::Claim, "u", Some(201), None);
+        let refused = ev(RequestKind::Claim, "v", Some(409), Some("stock_empty"));
+        let lost = ev(RequestKind::Redeem, "u", None, None);
         let tally = Tally::of([&ok, &refused, &refused, &lost]);
         let e = endpoints(&tally);
         assert_eq!(e[0].name, "claim");

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use hdrhistogram::Histogram;
 use uuid::Uuid;
 
-use crate::event::{Event, Op, Outcome};
+use crate::reply::{Reply, ReplyClass, RequestKind};
 
 /// Latencies in microseconds.
 #[derive(Debug, Clone)]
@@ -93,7 +93,7 @@ pub(crate) struct ServerTally {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StatusKey {
     /// The request.
-    pub op: Op,
+    pub op: RequestKind,
     /// HTTP status; `None` for a timeout or transport error.
     pub status: Option<u16>,
     /// Error code of the body, if any.
@@ -112,7 +112,7 @@ pub(crate) struct Tally {
     /// Latest answer, µs since the load began.
     pub last_end_us: u64,
     /// Per request name.
-    pub ops: BTreeMap<Op, OpTally>,
+    pub ops: BTreeMap<RequestKind, OpTally>,
     /// Status breakdown, in order of first appearance (a handful of distinct keys).
     pub statuses: Vec<(StatusKey, u64)>,
     /// Each coupon an acknowledged claim answered: its template and its earliest
@@ -121,14 +121,14 @@ pub(crate) struct Tally {
     /// Latencies of the requests that completed in each second (`None`: none did; a
     /// histogram is made only for a second that has answers, so a long gap costs little).
     pub seconds: Vec<Option<Latencies>>,
-    /// Per server index (`Event::server`).
+    /// Per server index (`Reply::server`).
     pub servers: Vec<ServerTally>,
 }
 
 impl Tally {
     /// The tally of `events`.
     #[cfg(test)]
-    pub(crate) fn of<'a>(events: impl IntoIterator<Item = &'a Event>) -> Self {
+    pub(crate) fn of<'a>(events: impl IntoIterator<Item = &'a Reply>) -> Self {
         let mut t = Self::default();
         for e in events {
             t.add(e);
@@ -137,11 +137,11 @@ impl Tally {
     }
 
     /// Folds in one answer.
-    pub(crate) fn add(&mut self, e: &Event) {
-        let outcome = e.outcome();
+    pub(crate) fn add(&mut self, e: &Reply) {
+        let outcome = e.class();
         let end = e.end_us();
         self.requests += 1;
-        self.answered |= outcome != Outcome::Unknown;
+        self.answered |= outcome != ReplyClass::Unknown;
         self.first_start_us = Some(
             self.first_start_us
                 .map_or(e.start_us, |s| s.min(e.start_us)),
@@ -155,9 +155,9 @@ impl Tally {
             latencies: Latencies::new(3),
         });
         match outcome {
-            Outcome::Ok => op.ok += 1,
-            Outcome::Refused | Outcome::Busy => op.refused += 1,
-            Outcome::Unknown => op.failed += 1,
+            ReplyClass::Ok => op.ok += 1,
+            ReplyClass::Refused | ReplyClass::Busy => op.refused += 1,
+            ReplyClass::Unknown => op.failed += 1,
         }
         op.latencies.record(e.latency_us);
 
@@ -176,8 +176,8 @@ impl Tally {
             )),
         }
 
-        if e.op == Op::Claim
-            && outcome == Outcome::Ok
+        if e.op == RequestKind::Claim
+            && outcome == ReplyClass::Ok
             && let (Some(t), Some(c)) = (e.template, e.coupon)
         {
             let first = self.grants.entry(c).or_insert((t, end));
@@ -201,9 +201,9 @@ impl Tally {
         }
         let server = &mut self.servers[e.server];
         match outcome {
-            Outcome::Ok => server.ok += 1,
-            Outcome::Unknown => server.failed += 1,
-            Outcome::Refused | Outcome::Busy => {}
+            ReplyClass::Ok => server.ok += 1,
+            ReplyClass::Unknown => server.failed += 1,
+            ReplyClass::Refused | ReplyClass::Busy => {}
         }
         server.latencies.record(e.latency_us);
     }
@@ -251,11 +251,11 @@ mod tests {
     fn statuses_and_grants_are_counted_once_per_key() {
         let t = Uuid::new_v4();
         let c = Uuid::new_v4();
-        let mut granted = ev(Op::Claim, "u", Some(201), None);
+        let mut granted = ev(RequestKind::Claim, "u", Some(201), None);
         (granted.template, granted.coupon, granted.start_us) = (Some(t), Some(c), 3_000_000);
         let mut retry = granted.clone();
         retry.start_us = 1_000_000;
-        let refused = ev(Op::Claim, "v", Some(409), Some("stock_empty"));
+        let refused = ev(RequestKind::Claim, "v", Some(409), Some("stock_empty"));
         let tally = Tally::of([&granted, &retry, &refused, &refused]);
         assert_eq!(tally.requests, 4);
         assert_eq!(tally.statuses.len(), 2);
@@ -263,6 +263,6 @@ mod tests {
         // The earliest acknowledgement of the coupon, whatever the order they came in.
         assert_eq!(tally.grants[&c], (t, 1_001_000));
         assert_eq!(tally.grants_per_second(Some(t)), vec![0, 1, 0, 0]);
-        assert_eq!(tally.ops[&Op::Claim].refused, 2);
+        assert_eq!(tally.ops[&RequestKind::Claim].refused, 2);
     }
 }

@@ -42,11 +42,11 @@ pub(crate) fn timeline(tally: &Tally) -> Vec<Second> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::acks::{Op, tests::ev};
+    use crate::acks::{RequestKind, tests::ev};
 
     #[test]
     fn seconds_count_requests_grants_and_latency() {
-        let mut a = ev(Op::Claim, "u", Some(201), None);
+        let mut a = ev(RequestKind::Claim, "u", Some(201), None);
         a.start_us = 100;
         a.latency_us = 2_000;
         a.coupon = Some(uuid::Uuid::new_v4());
@@ -54,7 +54,7 @@ mod tests {
         // A retry answered with the same coupon, in the same second: not a second grant.
         let mut again = a.clone();
         again.start_us = 200;
-        let mut b = ev(Op::Claim, "v", Some(409), Some("stock_empty"));
+        let mut b = ev(RequestKind::Claim, "v", Some(409), Some("stock_empty"));
         b.start_us = 1_500_000;
         b.latency_us = 4_000;
         let t = timeline(&Tally::of([&a, &again, &b]));

@@ -647,5 +647,8 @@ pub async fn final_state(
             live_orders: r.try_get("live")?,
         });
     }
-    Ok(FinalState { coupons })
+    Ok(FinalState {
+        coupons,
+        ..FinalState::default()
+    })
 }

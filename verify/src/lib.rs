@@ -12,19 +12,29 @@
 //!   sequential model, with time and memory budgets.
 //! - [`histories`]: published Jepsen/Porcupine/Knossos history formats and their models.
 //! - [`ack`]: the I6/I7 checker, comparing acknowledgements with the final state.
-//! - [`one_order`]: the I11 checker, one live order per coupon, from the history.
+//! - [`one_order`]: the I11 checker, one live order per coupon, and the I4 checker, one
+//!   live redemption, from the history.
+//! - [`grants`]: the coupons a history says were granted, which the client-side counts
+//!   read.
+//! - [`limits`]: the I1 and I3 checkers from acknowledged claims and final holdings.
+//! - [`owners`]: the I5 checker, nobody acknowledged acting on another user's coupon.
+//! - [`retries`]: the I7 checkers, a repeated request answered as the first was.
 //! - [`page`]: a counterexample drawn as an offline HTML page, Porcupine-style.
 //! - [`validity`]: checker results composed as Jepsen's `checker/compose` does — valid,
 //!   invalid or unknown per named checker, merged into one.
 
 pub mod ack;
+pub mod grants;
 pub mod histories;
 pub mod history;
 pub mod invariant;
+pub mod limits;
 pub mod linearizability;
 pub mod one_order;
 pub mod op;
+pub mod owners;
 pub mod page;
+pub mod retries;
 pub mod validity;
 
 pub use invariant::{Finding, Invariant};

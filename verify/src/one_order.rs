@@ -40,6 +40,40 @@ struct Hold<'a> {
 /// I11 findings of `ops`, one per pair of orders acknowledged as holding one coupon at
 /// once; `lapse` says when a lock ends by itself.
 pub fn check_one_live_order(ops: &[Operation], lapse: Option<LockLapse>) -> Vec<Finding> {
+    overlapping_holds(
+        ops,
+        &Rule {
+            invariant: Invariant::I11,
+            holds: |op| matches!(op, Op::Lock { .. } | Op::Redeem { .. }),
+            ends: |op| matches!(op, Op::Release { .. } | Op::Refund { .. }),
+            lapse,
+        },
+    )
+}
+
+/// I4 findings of `ops`: two orders acknowledged as redeeming one coupon, when neither
+/// redemption may have been refunded before the other was answered.
+pub fn check_single_use(ops: &[Operation]) -> Vec<Finding> {
+    overlapping_holds(
+        ops,
+        &Rule {
+            invariant: Invariant::I4,
+            holds: |op| matches!(op, Op::Redeem { .. }),
+            ends: |op| matches!(op, Op::Refund { .. }),
+            lapse: None,
+        },
+    )
+}
+
+/// What holds a coupon, what lets it go, and which invariant two holds at once break.
+struct Rule {
+    invariant: Invariant,
+    holds: fn(&Op) -> bool,
+    ends: fn(&Op) -> bool,
+    lapse: Option<LockLapse>,
+}
+
+fn overlapping_holds(ops: &[Operation], rule: &Rule) -> Vec<Finding> {
     let mut by_coupon: BTreeMap<&CouponRef, Vec<&Operation>> = BTreeMap::new();
     for o in ops {
         if let (Some(coupon), Some(_)) = (o.op.coupon(), o.op.order()) {
@@ -50,10 +84,7 @@ pub fn check_one_live_order(ops: &[Operation], lapse: Option<LockLapse>) -> Vec<
     for (coupon, ops) in by_coupon {
         let holds: Vec<Hold<'_>> = ops
             .iter()
-            .filter(|o| {
-                matches!(o.op, Op::Lock { .. } | Op::Redeem { .. })
-                    && matches!(o.outcome, Outcome::Ok(_))
-            })
+            .filter(|o| (rule.holds)(&o.op) && matches!(o.outcome, Outcome::Ok(_)))
             .filter_map(|o| {
                 Some(Hold {
                     order: o.op.order()?,
@@ -66,11 +97,11 @@ pub fn check_one_live_order(ops: &[Operation], lapse: Option<LockLapse>) -> Vec<
         for (i, a) in holds.iter().enumerate() {
             for b in &holds[i + 1..] {
                 if a.order != b.order
-                    && !may_have_ended(&ops, a, b, lapse)
-                    && !may_have_ended(&ops, b, a, lapse)
+                    && !may_have_ended(&ops, a, b, rule)
+                    && !may_have_ended(&ops, b, a, rule)
                 {
                     found.push(Finding::new(
-                        Invariant::I11,
+                        rule.invariant,
                         format!(
                             "coupon {coupon} was acknowledged as held by order {} and by order \
                              {} at once: neither was released, refunded or lapsed before the \
@@ -85,20 +116,15 @@ pub fn check_one_live_order(ops: &[Operation], lapse: Option<LockLapse>) -> Vec<
     found
 }
 
-/// Whether `first`'s hold may have ended before `then` took effect: a release or refund of
-/// its order that may have acted and was called before `then` returned, or its lock's lapse.
-fn may_have_ended(
-    ops: &[&Operation],
-    first: &Hold<'_>,
-    then: &Hold<'_>,
-    lapse: Option<LockLapse>,
-) -> bool {
-    let lapsed = lapse.is_some_and(|l| {
+/// Whether `first`'s hold may have ended before `then` took effect: an operation ending it
+/// that may have acted and was called before `then` returned, or its lock's lapse.
+fn may_have_ended(ops: &[&Operation], first: &Hold<'_>, then: &Hold<'_>, rule: &Rule) -> bool {
+    let lapsed = rule.lapse.is_some_and(|l| {
         first.lapses && then.ret.saturating_add(l.slack) >= first.call.saturating_add(l.ttl)
     });
     lapsed
         || ops.iter().any(|o| {
-            matches!(o.op, Op::Release { .. } | Op::Refund { .. })
+            (rule.ends)(&o.op)
                 && !matches!(o.outcome, Outcome::Fail(_))
                 && o.op.order() == Some(first.order)
                 && o.call <= then.ret
@@ -111,7 +137,7 @@ mod tests {
     use super::*;
     use crate::op::{
         OpResult,
-        fixtures::{lock, redeem, release},
+        fixtures::{lock, redeem, refund, release},
     };
 
     fn op(op: Op, outcome: Outcome) -> Operation {
@@ -209,5 +235,27 @@ mod tests {
         );
         assert_eq!(check_one_live_order(&ops, lapse(5_000)).len(), 1);
         assert_eq!(check_one_live_order(&ops, None).len(), 1);
+    }
+
+    #[test]
+    fn two_redemptions_at_once_break_single_use_and_a_lock_beside_one_does_not() {
+        let redeemed = Outcome::Ok(OpResult::Redeemed);
+        let twice = vec![
+            timed(redeem("r1", "a", "o1"), redeemed.clone(), 0, 10),
+            timed(redeem("r1", "a", "o2"), redeemed.clone(), 20, 30),
+        ];
+        let found = check_single_use(&twice);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].invariant, Invariant::I4);
+
+        let mut refunded = twice.clone();
+        refunded.push(timed(refund("r1", "a", "o1"), Outcome::Unknown, 15, 16));
+        assert!(check_single_use(&refunded).is_empty());
+
+        let lock_beside = vec![
+            timed(lock("r1", "a", "o1"), Outcome::Ok(OpResult::Locked), 0, 10),
+            timed(redeem("r1", "a", "o2"), redeemed, 20, 30),
+        ];
+        assert!(check_single_use(&lock_beside).is_empty());
     }
 }

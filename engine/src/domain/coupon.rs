@@ -78,6 +78,9 @@ pub struct Coupon {
     pub template_id: TemplateId,
     /// Its owner.
     pub user_id: String,
+    /// The idempotency key of the claim that created it: with the template, the coupon's
+    /// name in histories (a coupon a client never saw granted is still named by it).
+    pub claim_request_id: String,
     /// Where it is in its life.
     pub status: CouponStatus,
     /// The order holding it, while locked or used.

@@ -324,6 +324,8 @@ pub struct CouponDoc {
     pub template_id: Uuid,
     /// Its owner.
     pub user_id: String,
+    /// The idempotency key (`request_id`) of the claim that created it.
+    pub claim_request_id: String,
     /// `issued`, `locked`, `used`, `expired` or `revoked`.
     #[schema(schema_with = coupon_status_schema)]
     pub status: String,

@@ -346,6 +346,7 @@ fn response_schemas_mirror_what_the_handlers_serialize() {
         id,
         template_id: id.into(),
         user_id: "u".into(),
+        claim_request_id: "r".into(),
         status: CouponStatus::Issued,
         order_id: None,
         locked_until: None,

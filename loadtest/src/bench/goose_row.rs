@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::{measure::Row, target::SECRET};
 use crate::{
-    acks::{AckLog, Op},
+    acks::{AckLog, RequestKind},
     attack,
     record::ACKS_FILE,
     scenarios::Ctx,
@@ -83,7 +83,7 @@ pub(crate) async fn flash_sale_sold_out(
         .map(|(_, n)| n)
         .sum();
     let unexpected = tally.requests - sold_out;
-    let claims = tally.ops.get(&Op::Claim).map(|c| &c.latencies);
+    let claims = tally.ops.get(&RequestKind::Claim).map(|c| &c.latencies);
     Ok(Row {
         key: "goose_sold_out".into(),
         what: "coupon-loadtest flash-sale (Goose) on the sold-out path".into(),

@@ -1,8 +1,12 @@
 use coupon_engine::{CouponStatus, RefundPolicy};
 
 use super::*;
-use crate::{acks::tests::ev, templates::Role};
+use crate::{
+    acks::{RequestKind, tests::ev},
+    templates::Role,
+};
 use coupon_engine::DiscountKind;
+use uuid::Uuid;
 
 fn template(stock: i64, limit: i32, policy: RefundPolicy) -> TemplateInfo {
     TemplateInfo {
@@ -30,8 +34,8 @@ fn audit(t: &TemplateInfo) -> AuditReport {
     }
 }
 
-fn claim(t: &TemplateInfo, user: &str, rid: &str, status: u16, coupon: Option<Uuid>) -> Event {
-    let mut e = ev(Op::Claim, user, Some(status), None);
+fn claim(t: &TemplateInfo, user: &str, rid: &str, status: u16, coupon: Option<Uuid>) -> Reply {
+    let mut e = ev(RequestKind::Claim, user, Some(status), None);
     e.template = Some(t.id);
     e.request_id = Some(rid.into());
     e.coupon = coupon;
@@ -41,7 +45,7 @@ fn claim(t: &TemplateInfo, user: &str, rid: &str, status: u16, coupon: Option<Uu
     e
 }
 
-fn op(kind: Op, t: &TemplateInfo, user: &str, c: Uuid, order: &str, status: u16) -> Event {
+fn op(kind: RequestKind, t: &TemplateInfo, user: &str, c: Uuid, order: &str, status: u16) -> Reply {
     let mut e = ev(kind, user, Some(status), None);
     e.template = Some(t.id);
     e.coupon = Some(c);
@@ -52,6 +56,7 @@ fn op(kind: Op, t: &TemplateInfo, user: &str, c: Uuid, order: &str, status: u16)
 fn wallet_coupon(
     t: &TemplateInfo,
     user: &str,
+    request_id: &str,
     id: Uuid,
     status: CouponStatus,
     order: Option<&str>,
@@ -61,6 +66,7 @@ fn wallet_coupon(
         id,
         template_id: t.id.into(),
         user_id: user.into(),
+        claim_request_id: request_id.into(),
         status,
         order_id: order.map(str::to_owned),
         locked_until: None,
@@ -69,6 +75,14 @@ fn wallet_coupon(
         valid_until: now + time::Duration::days(30),
         used_at: None,
     }
+}
+
+/// The events answered one after another, 10 ms apart, in the order given.
+fn in_order(mut events: Vec<Reply>) -> Vec<Reply> {
+    for (i, e) in events.iter_mut().enumerate() {
+        e.start_us = i as u64 * 10_000;
+    }
+    events
 }
 
 fn no_stale_admissions() -> RunAdmissions {
@@ -91,18 +105,25 @@ fn failed(results: &[InvariantResult]) -> Vec<String> {
 fn a_clean_history_passes() {
     let t = template(1, 1, RefundPolicy::ReturnToUser);
     let c = Uuid::new_v4();
-    let events = vec![
+    let events = in_order(vec![
         claim(&t, "a", "r1", 201, Some(c)),
         claim(&t, "a", "r1", 201, Some(c)),
-        op(Op::Redeem, &t, "a", c, "o1", 200),
-        op(Op::Redeem, &t, "a", c, "o2", 409),
-        op(Op::RedeemCrossUser, &t, "b", c, "o3", 403),
+        op(RequestKind::Redeem, &t, "a", c, "o1", 200),
+        op(RequestKind::Redeem, &t, "a", c, "o2", 409),
+        op(RequestKind::RedeemCrossUser, &t, "b", c, "o3", 403),
         claim(&t, "b", "r2", 409, None),
-    ];
+    ]);
     let wallets = HashMap::from([
         (
             "a".to_owned(),
-            vec![wallet_coupon(&t, "a", c, CouponStatus::Used, Some("o1"))],
+            vec![wallet_coupon(
+                &t,
+                "a",
+                "r1",
+                c,
+                CouponStatus::Used,
+                Some("o1"),
+            )],
         ),
         ("b".to_owned(), vec![]),
     ]);
@@ -122,17 +143,17 @@ fn a_clean_history_passes() {
 fn oversell_double_use_authz_and_lost_acks_are_caught() {
     let t = template(1, 1, RefundPolicy::ReturnToUser);
     let (c1, c2) = (Uuid::new_v4(), Uuid::new_v4());
-    let events = vec![
+    let events = in_order(vec![
         claim(&t, "a", "r1", 201, Some(c1)),
         claim(&t, "b", "r2", 201, Some(c2)),
-        op(Op::Redeem, &t, "a", c1, "o1", 200),
-        op(Op::Redeem, &t, "a", c1, "o2", 200),
-        op(Op::RefundCrossUser, &t, "b", c1, "o2", 200),
-    ];
+        op(RequestKind::Redeem, &t, "a", c1, "o1", 200),
+        op(RequestKind::Redeem, &t, "a", c1, "o2", 200),
+        op(RequestKind::RefundCrossUser, &t, "b", c1, "o2", 200),
+    ]);
     let wallets = HashMap::from([
         (
             "a".to_owned(),
-            vec![wallet_coupon(&t, "a", c1, CouponStatus::Issued, None)],
+            vec![wallet_coupon(&t, "a", "r1", c1, CouponStatus::Issued, None)],
         ),
         ("b".to_owned(), vec![]),
     ]);
@@ -154,13 +175,22 @@ fn retries_must_answer_the_same() {
     let (c1, c2) = (Uuid::new_v4(), Uuid::new_v4());
     let mut dup = claim(&t, "a", "r1", 409, None);
     dup.duplicate = true;
-    let events = vec![
+    let events = in_order(vec![
         claim(&t, "a", "r1", 201, Some(c1)),
         dup,
         claim(&t, "b", "r2", 201, Some(c2)),
         claim(&t, "b", "r2", 201, Some(Uuid::new_v4())),
-    ];
-    let wallets = HashMap::new();
+    ]);
+    let wallets = HashMap::from([
+        (
+            "a".to_owned(),
+            vec![wallet_coupon(&t, "a", "r1", c1, CouponStatus::Issued, None)],
+        ),
+        (
+            "b".to_owned(),
+            vec![wallet_coupon(&t, "b", "r2", c2, CouponStatus::Issued, None)],
+        ),
+    ]);
     let audits = vec![audit(&t)];
     let r = evaluate(&Evidence {
         refusals_not_kept: 0,
@@ -180,12 +210,13 @@ fn unknown_outcomes_excuse_extra_coupons_but_not_more() {
     let t = template(10, 5, RefundPolicy::ReturnToStock);
     let mut timeout = claim(&t, "a", "r1", 201, None);
     timeout.status = None;
-    let events = vec![timeout];
+    let events = in_order(vec![timeout]);
     let one = HashMap::from([(
         "a".to_owned(),
         vec![wallet_coupon(
             &t,
             "a",
+            "r1",
             Uuid::new_v4(),
             CouponStatus::Issued,
             None,
@@ -204,8 +235,8 @@ fn unknown_outcomes_excuse_extra_coupons_but_not_more() {
     let two = HashMap::from([(
         "a".to_owned(),
         vec![
-            wallet_coupon(&t, "a", Uuid::new_v4(), CouponStatus::Issued, None),
-            wallet_coupon(&t, "a", Uuid::new_v4(), CouponStatus::Issued, None),
+            wallet_coupon(&t, "a", "r1", Uuid::new_v4(), CouponStatus::Issued, None),
+            wallet_coupon(&t, "a", "r9", Uuid::new_v4(), CouponStatus::Issued, None),
         ],
     )]);
     let r = evaluate(&Evidence {
@@ -223,22 +254,29 @@ fn unknown_outcomes_excuse_extra_coupons_but_not_more() {
 fn refunds_to_stock_free_the_stock() {
     let t = template(1, 1, RefundPolicy::ReturnToStock);
     let (c1, c2) = (Uuid::new_v4(), Uuid::new_v4());
-    let mut refund = op(Op::Refund, &t, "a", c1, "o1", 200);
+    let mut refund = op(RequestKind::Refund, &t, "a", c1, "o1", 200);
     refund.refund_status = Some("revoked".into());
-    let events = vec![
+    let events = in_order(vec![
         claim(&t, "a", "r1", 201, Some(c1)),
-        op(Op::Redeem, &t, "a", c1, "o1", 200),
+        op(RequestKind::Redeem, &t, "a", c1, "o1", 200),
         refund,
         claim(&t, "b", "r2", 201, Some(c2)),
-    ];
+    ]);
     let wallets = HashMap::from([
         (
             "a".to_owned(),
-            vec![wallet_coupon(&t, "a", c1, CouponStatus::Revoked, None)],
+            vec![wallet_coupon(
+                &t,
+                "a",
+                "r1",
+                c1,
+                CouponStatus::Revoked,
+                None,
+            )],
         ),
         (
             "b".to_owned(),
-            vec![wallet_coupon(&t, "b", c2, CouponStatus::Issued, None)],
+            vec![wallet_coupon(&t, "b", "r2", c2, CouponStatus::Issued, None)],
         ),
     ]);
     let audits = vec![audit(&t)];
@@ -259,14 +297,14 @@ fn claims_a_stale_redis_admitted_and_postgres_refused_fail_i2_and_i3() {
     // admitted on counters behind Postgres's.
     let t = template(1, 1, RefundPolicy::ReturnToUser);
     let c = Uuid::new_v4();
-    let events = vec![
+    let events = in_order(vec![
         claim(&t, "a", "r1", 201, Some(c)),
         claim(&t, "b", "r2", 409, None),
-    ];
+    ]);
     let wallets = HashMap::from([
         (
             "a".to_owned(),
-            vec![wallet_coupon(&t, "a", c, CouponStatus::Issued, None)],
+            vec![wallet_coupon(&t, "a", "r1", c, CouponStatus::Issued, None)],
         ),
         ("b".to_owned(), vec![]),
     ]);
@@ -305,14 +343,14 @@ fn claims_a_stale_redis_admitted_and_postgres_refused_fail_i2_and_i3() {
 fn two_orders_holding_one_coupon_are_caught_unless_one_let_go() {
     let t = template(10, 10, RefundPolicy::ReturnToUser);
     let c = Uuid::new_v4();
-    let at = |mut e: Event, start_ms: u64| {
+    let at = |mut e: Reply, start_ms: u64| {
         e.start_us = start_ms * 1000;
         e
     };
-    let run = |events: Vec<Event>, status: CouponStatus, order: Option<&str>| {
+    let run = |events: Vec<Reply>, status: CouponStatus, order: Option<&str>| {
         let wallets = HashMap::from([(
             "a".to_owned(),
-            vec![wallet_coupon(&t, "a", c, status, order)],
+            vec![wallet_coupon(&t, "a", "r1", c, status, order)],
         )]);
         let audits = vec![audit(&t)];
         failed(&evaluate(&Evidence {
@@ -327,8 +365,8 @@ fn two_orders_holding_one_coupon_are_caught_unless_one_let_go() {
     let claimed = || at(claim(&t, "a", "r1", 201, Some(c)), 0);
     let both = vec![
         claimed(),
-        at(op(Op::Lock, &t, "a", c, "o1", 200), 10),
-        at(op(Op::Lock, &t, "a", c, "o2", 200), 20),
+        at(op(RequestKind::Lock, &t, "a", c, "o1", 200), 10),
+        at(op(RequestKind::Lock, &t, "a", c, "o2", 200), 20),
     ];
     assert!(
         run(both, CouponStatus::Locked, Some("o2")).contains(&"I11".to_owned()),
@@ -336,24 +374,24 @@ fn two_orders_holding_one_coupon_are_caught_unless_one_let_go() {
     );
     let released = vec![
         claimed(),
-        at(op(Op::Lock, &t, "a", c, "o1", 200), 10),
-        at(op(Op::Release, &t, "a", c, "o1", 200), 15),
-        at(op(Op::Lock, &t, "a", c, "o2", 200), 20),
-        at(op(Op::Redeem, &t, "a", c, "o2", 200), 30),
+        at(op(RequestKind::Lock, &t, "a", c, "o1", 200), 10),
+        at(op(RequestKind::Release, &t, "a", c, "o1", 200), 15),
+        at(op(RequestKind::Lock, &t, "a", c, "o2", 200), 20),
+        at(op(RequestKind::Redeem, &t, "a", c, "o2", 200), 30),
     ];
     assert!(run(released, CouponStatus::Used, Some("o2")).is_empty());
     let lapsed_ms = LOCK_TTL_SECS * 1000 + 600;
     let lapsed = vec![
         claimed(),
-        at(op(Op::Lock, &t, "a", c, "o1", 200), 10),
-        at(op(Op::Lock, &t, "a", c, "o2", 200), 10 + lapsed_ms),
+        at(op(RequestKind::Lock, &t, "a", c, "o1", 200), 10),
+        at(op(RequestKind::Lock, &t, "a", c, "o2", 200), 10 + lapsed_ms),
     ];
     assert!(run(lapsed, CouponStatus::Locked, Some("o2")).is_empty());
     // An acknowledged release the final state contradicts is a lost acknowledgement.
     let lost_release = vec![
         claimed(),
-        at(op(Op::Lock, &t, "a", c, "o1", 200), 10),
-        at(op(Op::Release, &t, "a", c, "o1", 200), 15),
+        at(op(RequestKind::Lock, &t, "a", c, "o1", 200), 10),
+        at(op(RequestKind::Release, &t, "a", c, "o1", 200), 15),
     ];
     assert!(run(lost_release, CouponStatus::Locked, Some("o1")).contains(&"I6".to_owned()));
 }

@@ -17,8 +17,8 @@ fn template(stock: i64) -> TemplateInfo {
     }
 }
 
-fn grant(t: &TemplateInfo, user: usize, end_us: u64) -> Event {
-    let mut e = ev(Op::Claim, &format!("u{user}"), Some(201), None);
+fn grant(t: &TemplateInfo, user: usize, end_us: u64) -> Reply {
+    let mut e = ev(RequestKind::Claim, &format!("u{user}"), Some(201), None);
     e.goose_user = user;
     e.template = Some(t.id);
     e.request_id = Some(format!("req-{user}").into());
@@ -41,7 +41,7 @@ fn failed(id: &str, details: &[String]) -> InvariantResult {
 
 fn run<'a>(
     invariants: &'a [InvariantResult],
-    events: &'a [Event],
+    events: &'a [Reply],
     templates: &'a [TemplateInfo],
     nemesis: &'a [NemesisEvent],
 ) -> FailedRun<'a> {
@@ -88,7 +88,7 @@ fn a_lost_acknowledgement_names_every_answer_about_its_coupon_and_no_other() {
     let t = template(10);
     let lost = grant(&t, 1, 100);
     let coupon = lost.coupon.unwrap();
-    let mut redeem = ev(Op::Redeem, "u1", Some(200), None);
+    let mut redeem = ev(RequestKind::Redeem, "u1", Some(200), None);
     redeem.coupon = Some(coupon);
     redeem.order_id = Some("order-7".into());
     redeem.start_us = 150;
@@ -144,7 +144,7 @@ fn faults_are_drawn_on_the_nemesis_row_from_their_start_to_their_heal() {
 #[test]
 fn a_page_shows_at_most_its_share_of_a_big_run() {
     let t = template(1);
-    let events: Vec<Event> = (1..=2000).map(|u| grant(&t, u, 100 + u as u64)).collect();
+    let events: Vec<Reply> = (1..=2000).map(|u| grant(&t, u, 100 + u as u64)).collect();
     let invariants = [failed("I1", &["hot: oversold".to_owned()])];
     let r = run(&invariants, &events, std::slice::from_ref(&t), &[]);
     let named = named(&r, &invariants.iter().collect::<Vec<_>>());
@@ -161,7 +161,7 @@ fn a_page_shows_at_most_its_share_of_a_big_run() {
 #[test]
 fn with_nothing_named_the_runs_last_answers_are_shown() {
     let t = template(10_000);
-    let events: Vec<Event> = (1..=500).map(|u| grant(&t, u, 100 + u as u64)).collect();
+    let events: Vec<Reply> = (1..=500).map(|u| grant(&t, u, 100 + u as u64)).collect();
     let shown = shown(&events, &HashSet::new());
     assert_eq!(shown.len(), MOST_SHOWN);
     assert_eq!(shown.last(), Some(&499), "the last answer is drawn");

@@ -11,12 +11,12 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::Ctx;
-use crate::{acks::Op, setup::Customer};
+use crate::{acks::RequestKind, setup::Customer};
 
 /// A request to send.
 pub(crate) struct Req<'a> {
     /// What it is (names it).
-    pub op: Op,
+    pub op: RequestKind,
     /// HTTP method.
     pub method: GooseMethod,
     /// Path, joined to the base URL of the server the request goes to.

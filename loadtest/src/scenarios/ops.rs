@@ -12,7 +12,7 @@ use super::{
     call::{Req, Resp, Transport},
 };
 use crate::{
-    acks::{Event, Op},
+    acks::{Reply, RequestKind},
     setup::Customer,
 };
 
@@ -47,7 +47,7 @@ impl Answer {
 
 /// What every attempt of one operation shares in the log.
 struct Base<'a> {
-    op: Op,
+    op: RequestKind,
     goose_user: usize,
     customer: &'a Customer,
     template: Option<Uuid>,
@@ -58,18 +58,18 @@ struct Base<'a> {
 }
 
 impl Base<'_> {
-    fn event(&self, attempt: u32, resp: &Resp) -> Event {
+    fn event(&self, attempt: u32, resp: &Resp) -> Reply {
         let coupon = self.coupon.or_else(|| {
             resp.body
                 .get("coupon_id")
                 .and_then(Value::as_str)
                 .and_then(|s| s.parse().ok())
         });
-        let refund_status = (self.op == Op::Refund && resp.ok())
+        let refund_status = (self.op == RequestKind::Refund && resp.ok())
             .then(|| resp.body.get("status").and_then(Value::as_str))
             .flatten()
             .map(str::to_owned);
-        Event {
+        Reply {
             op: self.op,
             goose_user: self.goose_user,
             user: self.customer.id.clone(),
@@ -268,16 +268,16 @@ impl<'a> Request<'a> {
         self
     }
 
-    fn op(&self) -> Op {
+    fn op(&self) -> RequestKind {
         match (&self.action, self.cross_user) {
-            (Action::Claim { .. }, _) => Op::Claim,
-            (Action::Redeem { .. }, false) => Op::Redeem,
-            (Action::Redeem { .. }, true) => Op::RedeemCrossUser,
-            (Action::Refund { .. }, false) => Op::Refund,
-            (Action::Refund { .. }, true) => Op::RefundCrossUser,
-            (Action::Lock { .. }, false) => Op::Lock,
-            (Action::Lock { .. }, true) => Op::LockCrossUser,
-            (Action::Release { .. }, _) => Op::Release,
+            (Action::Claim { .. }, _) => RequestKind::Claim,
+            (Action::Redeem { .. }, false) => RequestKind::Redeem,
+            (Action::Redeem { .. }, true) => RequestKind::RedeemCrossUser,
+            (Action::Refund { .. }, false) => RequestKind::Refund,
+            (Action::Refund { .. }, true) => RequestKind::RefundCrossUser,
+            (Action::Lock { .. }, false) => RequestKind::Lock,
+            (Action::Lock { .. }, true) => RequestKind::LockCrossUser,
+            (Action::Release { .. }, _) => RequestKind::Release,
         }
     }
 }
@@ -412,7 +412,7 @@ pub(crate) async fn my_coupons(
     from: Sender<'_>,
 ) -> Result<(), Box<TransactionError>> {
     let req = Req {
-        op: Op::MyCoupons,
+        op: RequestKind::MyCoupons,
         method: GooseMethod::Get,
         path: "/v1/users/me/coupons".to_owned(),
         who: from.customer,
@@ -422,7 +422,7 @@ pub(crate) async fn my_coupons(
     };
     let resp = user.send(ctx, &req).await?;
     let base = Base {
-        op: Op::MyCoupons,
+        op: RequestKind::MyCoupons,
         goose_user: from.goose_user,
         customer: from.customer,
         template: None,

@@ -62,12 +62,15 @@ fn used(order: &str) -> FinalStatus {
 }
 
 fn state(coupons: Vec<FinalCoupon>) -> FinalState {
-    FinalState { coupons }
+    FinalState {
+        coupons,
+        ..FinalState::default()
+    }
 }
 
 /// The invariants of the violations found, in order.
 fn found(ops: &[Operation], final_state: &FinalState) -> Vec<Invariant> {
-    check_operations(ops, final_state)
+    check_operations(ops, final_state, None)
         .into_iter()
         .map(|v| v.invariant)
         .collect()
@@ -114,7 +117,7 @@ fn rejects_lost_claim() {
 fn rejects_coupon_only_refused_claims_asked_for() {
     let ops = [fail(claim("a", "r1"), 0, 10)];
     let fin = state(vec![coupon("a", "r1", FinalStatus::Issued, &[])]);
-    let violations = check_operations(&ops, &fin);
+    let violations = check_operations(&ops, &fin, None);
     assert_eq!(violations.len(), 1);
     assert_eq!(violations[0].invariant, Invariant::I6);
     assert!(violations[0].detail.contains("t0/r1"), "{violations:?}");
@@ -200,4 +203,29 @@ fn check_acks_reads_a_recorded_history() {
         check_acks(&rec.snapshot(), &state(vec![])).unwrap().len(),
         1
     );
+}
+
+#[test]
+fn an_unsettled_template_is_not_compared_and_a_lapsed_lock_is_not_lost() {
+    let claimed = ok(claim("a", "r1"), 0, 1);
+    let nothing = state(vec![]);
+    assert_eq!(
+        found(std::slice::from_ref(&claimed), &nothing),
+        [Invariant::I6]
+    );
+    let unsettled = FinalState {
+        unsettled: [0].into(),
+        ..FinalState::default()
+    };
+    assert!(found(std::slice::from_ref(&claimed), &unsettled).is_empty());
+
+    let ops = vec![claimed, ok(fixtures::lock("r1", "a", "o1"), 2, 3)];
+    let lapsed = state(vec![coupon("a", "r1", FinalStatus::Issued, &[])]);
+    assert_eq!(
+        found(&ops, &lapsed),
+        [Invariant::I6],
+        "locks never lapse here"
+    );
+    let lapse = LockLapse { ttl: 10, slack: 0 };
+    assert!(check_operations(&ops, &lapsed, Some(lapse)).is_empty());
 }

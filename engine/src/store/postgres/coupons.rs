@@ -16,7 +16,7 @@ use crate::{
 };
 use futures::{Stream, TryStreamExt};
 
-const COUPON_COLUMNS: &str = "id, template_id, user_id, status, order_id, locked_until, claimed_at, valid_from, \
+const COUPON_COLUMNS: &str = "id, template_id, user_id, claim_request_id, status, order_id, locked_until, claimed_at, valid_from, \
      valid_until, used_at";
 
 /// Reads a coupon row.
@@ -26,6 +26,7 @@ pub fn coupon_from_row(row: &PgRow) -> EngineResult<Coupon> {
         id: row.try_get("id")?,
         template_id: row.try_get("template_id")?,
         user_id: row.try_get("user_id")?,
+        claim_request_id: row.try_get("claim_request_id")?,
         status: CouponStatus::parse(&status).ok_or_else(|| corrupt("coupon status"))?,
         order_id: row.try_get("order_id")?,
         locked_until: row.try_get("locked_until")?,

@@ -1,6 +1,7 @@
-//! One answer a simulated shopper saw, and what it was for: the vocabulary of the load
-//! test's history, which the acknowledgement record ([`crate::acks`]) keeps and the run's
-//! tally ([`crate::tally`]) counts.
+//! One HTTP reply a simulated shopper saw, and what its request was for: the wire record
+//! the acknowledgement record ([`crate::acks`]) keeps and the run's tally ([`crate::tally`])
+//! counts. It is not a second history: the checks turn every kept reply into the
+//! verification core's operation (`crate::checks::history`), and only the core judges.
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use uuid::Uuid;
 /// What a request was for; its `name` is the stable request name in Goose and the reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum Op {
+pub(crate) enum RequestKind {
     /// `POST /v1/templates/{id}/claims`.
     Claim,
     /// `POST /v1/coupons/{id}/redeem` by the owner.
@@ -31,7 +32,7 @@ pub(crate) enum Op {
     LockCrossUser,
 }
 
-impl Op {
+impl RequestKind {
     /// The request name in Goose metrics and in the reports.
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -58,7 +59,7 @@ impl Op {
 
 /// How a request ended, as the client can know it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub(crate) enum ReplyClass {
     /// 2xx: the effect happened (acknowledged).
     Ok,
     /// A definitive refusal (4xx other than 408/429): no effect.
@@ -69,11 +70,11 @@ pub(crate) enum Outcome {
     Unknown,
 }
 
-/// One answer a user saw (a line of `acks.jsonl`, where absent fields are `None`).
+/// One reply a user saw (a line of `acks.jsonl`, where absent fields are `None`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Event {
+pub(crate) struct Reply {
     /// The request.
-    pub op: Op,
+    pub op: RequestKind,
     /// Index of the Goose user that sent it.
     pub goose_user: usize,
     /// The shopper (user id) whose token was used.
@@ -115,16 +116,16 @@ pub(crate) struct Event {
     pub server: usize,
 }
 
-impl Event {
+impl Reply {
     /// How the request ended.
-    pub(crate) fn outcome(&self) -> Outcome {
+    pub(crate) fn class(&self) -> ReplyClass {
         match self.status {
-            None => Outcome::Unknown,
-            Some(s) if (200..300).contains(&s) => Outcome::Ok,
-            Some(429) => Outcome::Busy,
-            Some(408) => Outcome::Unknown,
-            Some(s) if s >= 500 => Outcome::Unknown,
-            Some(_) => Outcome::Refused,
+            None => ReplyClass::Unknown,
+            Some(s) if (200..300).contains(&s) => ReplyClass::Ok,
+            Some(429) => ReplyClass::Busy,
+            Some(408) => ReplyClass::Unknown,
+            Some(s) if s >= 500 => ReplyClass::Unknown,
+            Some(_) => ReplyClass::Refused,
         }
     }
 
@@ -138,9 +139,9 @@ impl Event {
     /// requests are deliberately repeated, so no other answer shares its request id. It is
     /// also most of a flash sale (the flood after the stock is gone).
     pub(crate) fn needed_by_checks(&self) -> bool {
-        !(self.op == Op::Claim
+        !(self.op == RequestKind::Claim
             && self.attempt == 0
             && !self.duplicate
-            && self.outcome() == Outcome::Refused)
+            && self.class() == ReplyClass::Refused)
     }
 }
