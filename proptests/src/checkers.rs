@@ -5,11 +5,14 @@
 //! violation it did not find.
 
 use coupon_engine::{AuditReport, Finding, Invariant, StaleAdmissions};
-use coupon_verify::validity::{CheckerResult, Composed, Judgement};
+use coupon_verify::{
+    liveness::check_liveness,
+    validity::{CheckerResult, Composed, Judgement},
+};
 
 use crate::{
     ack::{FinalState, check_acks},
-    history::{EventKind, History},
+    history::History,
     linearizability::Verdict,
     one_order::check_one_live_order,
     scenario::Scenario,
@@ -127,48 +130,12 @@ fn linearizability(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
 /// unreachable). Without faults, or with only faults no store goes away in (a slot
 /// migrating), moreover, every operation gets a definite answer.
 fn liveness(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
-    let mut findings = Vec::new();
-    let bound = CASE_DEADLINE + LIVENESS_MARGIN;
-    let mut invoked = std::collections::HashMap::new();
-    let mut late = Vec::new();
-    for e in &ev.history.events {
-        if e.kind == EventKind::Invoke {
-            invoked.insert(e.process, e.at_nanos);
-        } else if let Some(at) = invoked.remove(&e.process) {
-            let took = std::time::Duration::from_nanos(e.at_nanos.saturating_sub(at));
-            if took > bound {
-                late.push(format!("p{} {} answered after {took:.1?}", e.process, e.op));
-            }
-        }
-    }
-    if !late.is_empty() {
-        findings.push(Finding::new(
-            Invariant::I9,
-            format!(
-                "{} operations answered later than the {bound:?} bound (deadline {CASE_DEADLINE:?} \
-                 + margin): {}",
-                late.len(),
-                late.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
-            ),
-        ));
-    }
-    if !ev.scenario.faults.iter().all(|f| f.fault.served_through()) {
-        return Ok(findings.into());
-    }
-    let unknown = ev
-        .history
-        .events
-        .iter()
-        .filter(|e| e.kind == EventKind::Unknown)
-        .count();
-    if unknown > 0 {
-        findings.push(Finding::new(
-            Invariant::I9,
-            format!(
-                "{unknown} operations failed with no store down: {:?}",
-                ev.errors
-            ),
-        ));
-    }
-    Ok(findings.into())
+    let definite = ev.scenario.faults.iter().all(|f| f.fault.served_through());
+    Ok(check_liveness(
+        ev.history,
+        CASE_DEADLINE + LIVENESS_MARGIN,
+        definite,
+        ev.errors,
+    )
+    .into())
 }

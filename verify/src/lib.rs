@@ -18,8 +18,11 @@
 //!   read.
 //! - [`limits`]: the I1 and I3 checkers from acknowledged claims and final holdings.
 //! - [`owners`]: the I5 checker, nobody acknowledged acting on another user's coupon.
+//! - [`liveness`]: the I9 checkers, every operation answered in time, sold-out stock sold
+//!   again.
 //! - [`retries`]: the I7 checkers, a repeated request answered as the first was.
 //! - [`page`]: a counterexample drawn as an offline HTML page, Porcupine-style.
+//! - [`window`]: the I10 checker, no grant outside the claim window by the true clock.
 //! - [`validity`]: checker results composed as Jepsen's `checker/compose` does — valid,
 //!   invalid or unknown per named checker, merged into one.
 
@@ -30,12 +33,14 @@ pub mod history;
 pub mod invariant;
 pub mod limits;
 pub mod linearizability;
+pub mod liveness;
 pub mod one_order;
 pub mod op;
 pub mod owners;
 pub mod page;
 pub mod retries;
 pub mod validity;
+pub mod window;
 
 pub use invariant::{Finding, Invariant};
 pub use validity::{CheckerResult, Composed, Judgement, Validity};

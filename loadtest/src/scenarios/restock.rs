@@ -27,6 +27,7 @@ use crate::{
     templates::{Role, TemplateInfo},
 };
 use coupon_engine::{CouponStatus, Invariant, RefundPolicy};
+use coupon_verify::liveness::{Resale, check_resales};
 
 /// What the probe saw on one server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -230,18 +231,19 @@ async fn claim_on_each(
     }
 }
 
-/// I9 as the probe judges it.
+/// I9 as the probe judges it, by the verification core's checker.
 fn verdict(seen: &[ServerRestock], within: Duration) -> InvariantResult {
-    let details: Vec<String> = seen
+    let resales: Vec<Resale> = seen
         .iter()
-        .filter(|s| s.granted_after_secs.is_none())
-        .map(|s| {
-            format!(
-                "stock was given back, yet server {} refused all {} claims for {within:?} \
-                 (a sold-out marker that does not reopen?)",
-                s.server, s.claims
-            )
+        .map(|s| Resale {
+            server: s.server,
+            claims: u64::from(s.claims),
+            granted_after: s.granted_after_secs.map(Duration::from_secs_f64),
         })
+        .collect();
+    let details: Vec<String> = check_resales(&resales, within)
+        .into_iter()
+        .map(|f| f.detail)
         .collect();
     let slowest = seen
         .iter()
