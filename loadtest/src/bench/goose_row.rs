@@ -9,7 +9,7 @@ use anyhow::Context;
 use coupon_engine::{NewTemplate, RefundPolicy, http::auth::user_token};
 use uuid::Uuid;
 
-use super::{measure::Row, target::SECRET};
+use super::{bench_server::SECRET, measure::Row};
 use crate::{
     acks::{AckLog, RequestKind},
     attack,

@@ -18,8 +18,8 @@ use coupon_engine::{
 use uuid::Uuid;
 
 use super::{
+    bench_server::{CLAIMS_PER_USER, SECRET},
     measure::Samples,
-    target::{CLAIMS_PER_USER, SECRET},
 };
 use crate::lean_client::{Connection, Endpoint};
 

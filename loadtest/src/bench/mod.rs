@@ -3,6 +3,7 @@
 //! concurrency; the point is the ratios between rows, which travel between machines.
 
 mod anchors;
+mod bench_server;
 mod bracket;
 mod chain;
 mod cli;
@@ -15,7 +16,6 @@ mod median;
 mod ratios;
 mod report;
 mod rounds;
-mod target;
 
 use std::{
     path::{Path, PathBuf},
@@ -143,9 +143,9 @@ async fn anchor_rows(
         "bench",
         "anchors: pgbench single-row INSERT and hot-row transaction",
     );
-    let pg_target = target::Target::start(backends.clone(), Persistence::Sync, 1)?;
-    anchors::prepare_pg(pg_target.engine.pool()).await?;
-    let pg = endpoints_for_database(&endpoints, pg_target.engine.pool()).await?;
+    let pg_server = bench_server::BenchServer::start(backends.clone(), Persistence::Sync, 1)?;
+    anchors::prepare_pg(pg_server.engine.pool()).await?;
+    let pg = endpoints_for_database(&endpoints, pg_server.engine.pool()).await?;
     for shape in [PgShape::Insert, PgShape::HotRow] {
         let e = pg.clone();
         let clients = cli.pg_clients;
@@ -160,7 +160,7 @@ async fn anchor_rows(
         rows.push(with_tool_cpu(row, before, cli.seconds));
         print_row(rows.last());
     }
-    pg_target.stop()?;
+    pg_server.stop()?;
     Ok(rows)
 }
 
@@ -171,7 +171,7 @@ enum Claims {
     SoldOut,
     /// The one granting template.
     Granted,
-    /// The same granted claims spread over [`target::SPREAD_TEMPLATES`] live templates.
+    /// The same granted claims spread over [`bench_server::SPREAD_TEMPLATES`] live templates.
     Spread,
 }
 
@@ -250,7 +250,7 @@ async fn engine_rows(
         format!("the engine ({mode}): in-process, then over HTTP"),
     );
     let run_for = Duration::from_secs(cli.seconds);
-    let t = target::Target::start(backends.clone(), persistence, cli.server_threads)?;
+    let t = bench_server::BenchServer::start(backends.clone(), persistence, cli.server_threads)?;
     let c = cli.connections;
     let mut rows = Vec::new();
     for (key, what, claims, http) in engine_row_plan(persistence) {

@@ -19,7 +19,7 @@ use uuid::Uuid;
 pub(crate) const SECRET: &str = "bench-dev-user-secret";
 
 /// A running engine and server.
-pub(crate) struct Target {
+pub(crate) struct BenchServer {
     /// `http://127.0.0.1:<port>`.
     pub base_url: String,
     /// The engine behind it (for the in-process rows).
@@ -52,7 +52,7 @@ struct Made {
     spread: Arc<[Uuid]>,
 }
 
-impl Target {
+impl BenchServer {
     /// Starts an engine in `persistence` mode on `backends`, served on a runtime of its own
     /// with `worker_threads` (the server runs on that runtime's workers).
     pub(crate) fn start(
