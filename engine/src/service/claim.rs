@@ -55,12 +55,20 @@ impl CouponEngine {
     ) -> EngineResult<ClaimReceipt> {
         // Boxed: unboxed, the deadline's timer and the nesting took the claim future past
         // the size its test allows (3.3 KB); one allocation a claim is cheaper than copies.
-        self.within_deadline(Box::pin(self.claim_unbounded(
-            template_id,
-            user_id,
-            request_id,
-        )))
-        .await
+        let answer = self
+            .within_deadline(Box::pin(self.claim_unbounded(
+                template_id,
+                user_id,
+                request_id,
+            )))
+            .await;
+        #[cfg(feature = "mutants")]
+        if let Some(retry) = crate::service::mutants::retry_key(self, &answer, request_id) {
+            return self
+                .within_deadline(Box::pin(self.claim_unbounded(template_id, user_id, &retry)))
+                .await;
+        }
+        answer
     }
 
     async fn claim_unbounded(
@@ -70,26 +78,9 @@ impl CouponEngine {
         request_id: &RequestId,
     ) -> EngineResult<ClaimReceipt> {
         #[cfg(feature = "mutants")]
-        if let Some(r) = Box::pin(crate::service::mutants::claim(
-            self,
-            template_id,
-            user_id,
-            request_id,
-        ))
-        .await
-        {
-            return r;
-        }
-        self.claim_validated(template_id, user_id, request_id).await
-    }
-
-    /// The claim past its mutant hook; mutants D7 and D5b run it under keys of their own.
-    pub(crate) async fn claim_validated(
-        &self,
-        template_id: TemplateId,
-        user_id: &UserId,
-        request_id: &RequestId,
-    ) -> EngineResult<ClaimReceipt> {
+        let mutant_key = crate::service::mutants::claim_key(self, request_id);
+        #[cfg(feature = "mutants")]
+        let request_id = mutant_key.as_ref().unwrap_or(request_id);
         // The rare paths below are boxed (`Box::pin`): inline, their futures would make
         // every claim's future kilobytes larger, and each HTTP layer copies it.
         let template = self.template(template_id).await?;
@@ -276,18 +267,7 @@ impl CouponEngine {
         intent: PendingIntent,
     ) -> EngineResult<Ruling> {
         #[cfg(feature = "mutants")]
-        if let Some(r) = Box::pin(crate::service::mutants::persist(self, template, &intent)).await {
-            return r;
-        }
-        self.decide_grant(template, intent).await
-    }
-
-    /// The engine's own persist step, which mutant D5 runs after its defect.
-    pub(crate) async fn decide_grant(
-        &self,
-        template: &Arc<Template>,
-        intent: PendingIntent,
-    ) -> EngineResult<Ruling> {
+        Box::pin(crate::service::mutants::before_persist(self, &intent)).await?;
         self.inner
             .failpoints
             .hit(Failpoint::ClaimAfterRedis)

@@ -2,51 +2,37 @@
 //! client's, D1 admits without the script's atomicity, D5 drops the intent before it is
 //! persisted.
 
-use std::sync::Arc;
-
 use uuid::Uuid;
 
 use crate::{
     CouponEngine, EngineResult, Variant,
-    domain::{
-        ids::{RequestId, TemplateId, UserId},
-        template::Template,
-    },
+    domain::ids::{RequestId, TemplateId, UserId},
     service::ClaimReceipt,
     store::{
-        arbiter::Ruling,
         postgres,
         redis::{ClaimScript, Grant, PendingIntent, RequestRecord},
     },
 };
 
-/// D7 and D5b: the whole claim, under a key of the mutant's making.
-pub(crate) async fn claim(
+/// D7: every call is unique, so a retry is a new claim: the key the claim runs under.
+pub(crate) fn claim_key(e: &CouponEngine, request_id: &RequestId) -> Option<RequestId> {
+    (e.config().variant == Variant::D7).then(|| {
+        // Not parsed: the suffix may take the key past what a client may send.
+        let suffix = &Uuid::new_v4().simple().to_string()[..8];
+        RequestId::trusted(format!("{request_id}-{suffix}"))
+    })
+}
+
+/// D5b: a claim whose outcome is unknown is retried under a fresh key; the key of that
+/// retry.
+pub(crate) fn retry_key(
     e: &CouponEngine,
-    template_id: TemplateId,
-    user_id: &UserId,
+    answer: &EngineResult<ClaimReceipt>,
     request_id: &RequestId,
-) -> Option<EngineResult<ClaimReceipt>> {
-    match e.config().variant {
-        // D7: every call is unique, so a retry is a new claim.
-        Variant::D7 => {
-            // Not parsed: the suffix may take the key past what a client may send.
-            let key = format!("{request_id}-{}", &Uuid::new_v4().simple().to_string()[..8]);
-            let key = RequestId::trusted(key);
-            Some(e.claim_validated(template_id, user_id, &key).await)
-        }
-        // D5b: a claim whose outcome is unknown is retried under a fresh key.
-        Variant::D5b => Some(
-            match e.claim_validated(template_id, user_id, request_id).await {
-                Err(err) if err.outcome_unknown() => {
-                    let retry = RequestId::trusted(format!("{request_id}-retry"));
-                    e.claim_validated(template_id, user_id, &retry).await
-                }
-                other => other,
-            },
-        ),
-        _ => None,
-    }
+) -> Option<RequestId> {
+    let unknown = matches!(answer, Err(err) if err.outcome_unknown());
+    (e.config().variant == Variant::D5b && unknown)
+        .then(|| RequestId::trusted(format!("{request_id}-retry")))
 }
 
 /// D1: GET stock and the user's count, then DECR/INCR in separate calls. litemall #581:
@@ -169,21 +155,13 @@ async fn check_then_decrement(
 }
 
 /// D5: the intent is dropped before persisting, so a failure after the deduct is never
-/// rolled forward nor compensated.
-pub(crate) async fn persist(
-    e: &CouponEngine,
-    template: &Arc<Template>,
-    intent: &PendingIntent,
-) -> Option<EngineResult<Ruling>> {
+/// rolled forward nor compensated; the engine's persist step runs after it.
+pub(crate) async fn before_persist(e: &CouponEngine, intent: &PendingIntent) -> EngineResult<()> {
     if e.config().variant != Variant::D5 {
-        return None;
+        return Ok(());
     }
-    if let Err(err) = e
-        .redis()
+    e.redis()
         .drop_pending(intent.template_id, &intent.request_id)
-        .await
-    {
-        return Some(Err(err.into()));
-    }
-    Some(e.decide_grant(template, intent.clone()).await)
+        .await?;
+    Ok(())
 }

@@ -2,9 +2,13 @@
 //! counterpart of one step of the real engine, one file per flow as in its parent `service/`. Never
 //! enable in production.
 //!
-//! Every hook has one shape: `async fn(engine, the step's inputs) -> Option<EngineResult<T>>`,
-//! called first thing in the step it can replace. `None` (every other variant) runs the
-//! engine's own step untouched; `Some` is the mutant's answer instead. A mutant reaches the
+//! One seam: a hook is called inside the step it changes and never calls back into the
+//! engine, so no engine function exists only for a mutant to call. Most hooks have one
+//! shape, `async fn(engine, the step's inputs) -> Option<EngineResult<T>>`, called first
+//! thing in the step they can replace: `None` (every other variant) runs the engine's own
+//! step untouched; `Some` is the mutant's answer instead. The rest change the step's input
+//! and let it run: D7's and D5b's claim keys (`claim_key`, `retry_key`), D5's intent dropped
+//! before it is persisted (`before_persist`). A mutant reaches the
 //! stores only through store functions, so it writes the schema and the Redis records the
 //! engine writes, and differs from the engine only in its defect.
 //!
@@ -22,7 +26,7 @@ mod refund;
 mod sold_out;
 
 pub(crate) use checkout::{lock, release};
-pub(crate) use claim::{admit, claim, persist};
+pub(crate) use claim::{admit, before_persist, claim_key, retry_key};
 pub(crate) use identity::{check_new_server, forgets_rebuilds, identity_change};
 pub(crate) use persister::write_acknowledged;
 pub(crate) use rebuild::rebuild;
