@@ -28,9 +28,14 @@
 //! `identity_check_interval` (docs/api.md, "Postgres failover").
 
 use std::{
-    sync::{Weak, atomic::Ordering},
+    sync::{
+        Weak,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
     time::Duration,
 };
+
+use tokio::sync::Mutex;
 
 use super::{CouponEngine, Inner};
 use crate::{
@@ -40,6 +45,20 @@ use crate::{
 
 /// Checks of a new server one NOSCRIPT may go through while it keeps changing under them.
 const MAX_CHECKS: usize = 3;
+
+/// What the identity checks of this process share.
+#[derive(Debug, Default)]
+pub(super) struct IdentityGate {
+    /// One check at a time of a server that answered NOSCRIPT.
+    one_at_a_time: Mutex<()>,
+    /// How many such checks have finished: a claim that waited for the gate while another
+    /// claim's check ran does not repeat it.
+    checks: AtomicU64,
+    /// Whether the last of those checks failed (the claims that waited for it fail too).
+    last_failed: AtomicBool,
+    /// The Redis identity the claim script's current hash was made for.
+    claim_script_made_for: std::sync::Mutex<Option<String>>,
+}
 
 /// Starts the periodic identity check; it ends when the engine is dropped.
 pub(super) fn spawn_watch(engine: Weak<Inner>, every: Duration) {
@@ -74,9 +93,10 @@ impl CouponEngine {
         if let Some(r) = Box::pin(crate::service::mutants::check_new_server(self)).await {
             return r;
         }
-        let _one_at_a_time = self.inner.new_server_gate.lock().await;
-        if self.inner.new_server_checks.load(Ordering::Acquire) != seen {
-            return if self.inner.new_server_check_failed.load(Ordering::Acquire) {
+        let gate = &self.inner.identity_gate;
+        let _one_at_a_time = gate.one_at_a_time.lock().await;
+        if gate.checks.load(Ordering::Acquire) != seen {
+            return if gate.last_failed.load(Ordering::Acquire) {
                 Err(EngineError::Unavailable(
                     "redis is new to the engine and could not be checked yet".into(),
                 ))
@@ -85,16 +105,14 @@ impl CouponEngine {
             };
         }
         let outcome = self.check_then_load_scripts().await;
-        self.inner
-            .new_server_check_failed
-            .store(outcome.is_err(), Ordering::Release);
-        self.inner.new_server_checks.fetch_add(1, Ordering::Release);
+        gate.last_failed.store(outcome.is_err(), Ordering::Release);
+        gate.checks.fetch_add(1, Ordering::Release);
         outcome
     }
 
     /// How many checks of a new server have ended.
     pub(super) fn new_server_checks(&self) -> u64 {
-        self.inner.new_server_checks.load(Ordering::Acquire)
+        self.inner.identity_gate.checks.load(Ordering::Acquire)
     }
 
     async fn check_then_load_scripts(&self) -> EngineResult<()> {
@@ -183,6 +201,7 @@ impl CouponEngine {
     fn renew_claim_script_for(&self, identity: &str) {
         let mut made_for = self
             .inner
+            .identity_gate
             .claim_script_made_for
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);

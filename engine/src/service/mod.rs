@@ -20,14 +20,11 @@ mod risky_settings;
 mod sold_out;
 mod stale_admissions;
 mod suspect;
+mod template_cache;
 
-use std::{
-    collections::HashMap,
-    sync::{
-        Arc, RwLock, Weak,
-        atomic::{AtomicBool, AtomicU64, Ordering},
-    },
-    time::{Duration, Instant},
+use std::sync::{
+    Arc, Weak,
+    atomic::{AtomicU64, Ordering},
 };
 
 use sqlx::PgPool;
@@ -63,10 +60,6 @@ use crate::{
     },
 };
 
-/// How long a cached template is trusted before it is read again (status changes by
-/// another process become visible within this time).
-const TEMPLATE_CACHE_TTL: Duration = Duration::from_secs(1);
-
 /// The coupon engine: cheap to clone, `Send + Sync`; all clones share one state.
 #[derive(Clone, Debug)]
 pub struct CouponEngine {
@@ -77,7 +70,7 @@ struct Inner {
     pg: PgPool,
     redis: RedisStore,
     config: EngineConfig,
-    templates: RwLock<HashMap<TemplateId, (Instant, Arc<Template>)>>,
+    templates: template_cache::TemplateCache,
     persister: Option<persister::Handle>,
     batcher: batcher::Batcher,
     shutdown: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -91,17 +84,10 @@ struct Inner {
     /// The rebuild under way per template in this process (`rebuild.rs`).
     rebuilds: rebuild::InFlight,
     sold_out: sold_out::SoldOutGates,
-    /// Until when (ms since the Unix epoch) Redis refusals are checked against Postgres.
-    redis_suspect_until: AtomicU64,
-    /// One check at a time of a server that answered NOSCRIPT (`identity.rs`).
-    new_server_gate: Mutex<()>,
-    /// How many such checks have finished: a claim that waited for the gate while another
-    /// claim's check ran does not repeat it.
-    new_server_checks: AtomicU64,
-    /// Whether the last of those checks failed (the claims that waited for it fail too).
-    new_server_check_failed: AtomicBool,
-    /// The Redis identity the claim script's current hash was made for (`identity.rs`).
-    claim_script_made_for: std::sync::Mutex<Option<String>>,
+    /// While Redis refusals are checked against Postgres (`suspect.rs`).
+    redis_suspect: suspect::SuspectWindow,
+    /// The check of a Redis new to the engine, and the claim script's hash (`identity.rs`).
+    identity_gate: identity::IdentityGate,
 }
 
 impl std::fmt::Debug for Inner {
@@ -151,7 +137,7 @@ impl CouponEngine {
                 pg,
                 redis,
                 config,
-                templates: RwLock::new(HashMap::new()),
+                templates: template_cache::TemplateCache::default(),
                 persister,
                 batcher,
                 shutdown: Mutex::new(None),
@@ -161,11 +147,8 @@ impl CouponEngine {
                 stale_admissions: stale_admissions::Counts::default(),
                 rebuilds: rebuild::InFlight::default(),
                 sold_out: sold_out::SoldOutGates::default(),
-                redis_suspect_until: AtomicU64::new(0),
-                new_server_gate: Mutex::new(()),
-                new_server_checks: AtomicU64::new(0),
-                new_server_check_failed: AtomicBool::new(false),
-                claim_script_made_for: std::sync::Mutex::new(None),
+                redis_suspect: suspect::SuspectWindow::default(),
+                identity_gate: identity::IdentityGate::default(),
             }
         });
         if let Ok(mut slot) = inner.shutdown.try_lock() {
@@ -245,11 +228,8 @@ impl CouponEngine {
 
     /// Loads a template (from a short-lived in-process cache on the hot path).
     pub async fn template(&self, id: TemplateId) -> EngineResult<Arc<Template>> {
-        if let Ok(cache) = self.inner.templates.read()
-            && let Some((at, t)) = cache.get(&id)
-            && at.elapsed() < TEMPLATE_CACHE_TTL
-        {
-            return Ok(t.clone());
+        if let Some(t) = self.inner.templates.fresh(id) {
+            return Ok(t);
         }
         let template = postgres::get_template(&self.inner.pg, id)
             .await?
@@ -258,11 +238,7 @@ impl CouponEngine {
     }
 
     fn remember(&self, template: Template) -> Arc<Template> {
-        let t = Arc::new(template);
-        if let Ok(mut cache) = self.inner.templates.write() {
-            cache.insert(t.id, (Instant::now(), t.clone()));
-        }
-        t
+        self.inner.templates.remember(template)
     }
 
     /// Has Postgres decide a batch of admitted intents of one template, on any connection of
@@ -330,9 +306,7 @@ impl CouponEngine {
         if !postgres::set_template_status(&self.inner.pg, id, status).await? {
             return Err(EngineError::NotFound("template"));
         }
-        if let Ok(mut cache) = self.inner.templates.write() {
-            cache.remove(&id);
-        }
+        self.inner.templates.forget(id);
         Ok(())
     }
 

@@ -7,7 +7,7 @@
 //! answered. Outside that window refusals stay one Redis round trip.
 
 use std::{
-    sync::atomic::Ordering,
+    sync::atomic::{AtomicU64, Ordering},
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
@@ -30,13 +30,28 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Until when (ms since the Unix epoch) Redis refusals are checked against Postgres.
+#[derive(Debug, Default)]
+pub(super) struct SuspectWindow {
+    until_ms: AtomicU64,
+}
+
+impl SuspectWindow {
+    /// Opens the window from now on, for [`SUSPECT_FOR`] (never shortens it).
+    fn open(&self) {
+        let until = now_ms() + SUSPECT_FOR.as_millis() as u64;
+        self.until_ms.fetch_max(until, Ordering::Relaxed);
+    }
+
+    fn is_open(&self) -> bool {
+        now_ms() < self.until_ms.load(Ordering::Relaxed)
+    }
+}
+
 impl CouponEngine {
     /// Marks Redis suspect from now on, for [`SUSPECT_FOR`].
     pub(super) fn suspect_redis(&self) {
-        let until = now_ms() + SUSPECT_FOR.as_millis() as u64;
-        self.inner
-            .redis_suspect_until
-            .fetch_max(until, Ordering::Relaxed);
+        self.inner.redis_suspect.open();
     }
 
     /// Marks Redis suspect if `e` is the kind of error a dying or failing-over server gives.
@@ -47,7 +62,7 @@ impl CouponEngine {
     }
 
     fn redis_suspect(&self) -> bool {
-        now_ms() < self.inner.redis_suspect_until.load(Ordering::Relaxed)
+        self.inner.redis_suspect.is_open()
     }
 
     /// A refusal from Redis, answered as the coupon the request id already holds in
