@@ -27,6 +27,7 @@ use crate::{
     acks::{Reply, ReplyClass, RequestKind},
     checks::InvariantResult,
     nemesis::{Mark, NemesisEvent},
+    report::Report,
     templates::TemplateInfo,
 };
 
@@ -47,6 +48,19 @@ pub(crate) struct FailedRun<'a> {
     pub templates: &'a [TemplateInfo],
     /// The faults injected.
     pub nemesis: &'a [NemesisEvent],
+}
+
+impl<'a> FailedRun<'a> {
+    /// The run a report describes, with the answers kept for its checks.
+    pub(crate) fn of(report: &'a Report, kept: &'a [Reply]) -> Self {
+        Self {
+            run_id: &report.run_id,
+            invariants: &report.invariants,
+            events: kept,
+            templates: &report.templates,
+            nemesis: &report.nemesis,
+        }
+    }
 }
 
 /// The page's file name in the report directory.

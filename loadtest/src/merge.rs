@@ -223,16 +223,8 @@ pub(crate) async fn run(cli: AuditCli) -> anyhow::Result<u8> {
     t.granted_per_sec = figures.iter().map(|f| f.throughput.granted_per_sec).sum();
     report.audits = audits;
     report.runs = figures;
-    report.counterexample = counterexample::write(
-        &dir,
-        &counterexample::FailedRun {
-            run_id: &report.run_id,
-            invariants: &report.invariants,
-            events: &merged.kept,
-            templates: &report.templates,
-            nemesis: &report.nemesis,
-        },
-    )?;
+    report.counterexample =
+        counterexample::write(&dir, &counterexample::FailedRun::of(&report, &merged.kept))?;
     phase("report", format!("writing {}", dir.display()));
     report::write_all(&dir, &report)?;
     runner::summarise(&report, &dir);

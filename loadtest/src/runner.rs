@@ -190,13 +190,7 @@ pub(crate) async fn run_to_report(s: Settings) -> anyhow::Result<(RunOutcome, Re
     report.open_model = open_model;
     report.counterexample = counterexample::write(
         &dir,
-        &counterexample::FailedRun {
-            run_id: &report.run_id,
-            invariants: &report.invariants,
-            events: &recorded.kept,
-            templates: &report.templates,
-            nemesis: &report.nemesis,
-        },
+        &counterexample::FailedRun::of(&report, &recorded.kept),
     )?;
     let verdict = report.outcome;
     report::write_all(&dir, &report)?;
