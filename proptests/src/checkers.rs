@@ -6,7 +6,10 @@
 
 use coupon_engine::{AuditReport, Finding, Invariant, StaleAdmissions};
 use coupon_verify::{
+    limits::check_held_limits,
     liveness::check_liveness,
+    one_order::check_single_use,
+    owners::check_owners,
     validity::{CheckerResult, Composed, Judgement},
 };
 
@@ -41,12 +44,14 @@ pub struct Evidence<'a> {
 pub type Checker = fn(&Evidence<'_>) -> anyhow::Result<Judgement>;
 
 /// Every checker, in report order: the auditor (I1–I5, I12, I13), Redis's admissions (I2,
-/// I3 while the case ran), the acknowledgements (I6, I7), one live order per coupon (I11),
-/// linearizability (I8), liveness (I9).
-pub const CHECKERS: [(&str, Checker); 6] = [
+/// I3 while the case ran), the acknowledgements (I6, I7), the final holdings, single use
+/// and owners (I3, I4, I5: the core's client-side checkers the load test uses too), one
+/// live order per coupon (I11), linearizability (I8), liveness (I9).
+pub const CHECKERS: [(&str, Checker); 7] = [
     ("auditor", auditor),
     ("admissions", admissions),
     ("acknowledgements", acknowledgements),
+    ("holdings, single use, owners", holdings_and_owners),
     ("one live order", one_live_order),
     ("linearizability", linearizability),
     ("liveness", liveness),
@@ -99,6 +104,16 @@ fn admissions(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
 /// What clients were told against the final state.
 fn acknowledgements(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
     Ok(check_acks(ev.history, ev.final_state)?.into())
+}
+
+/// No user holding more than the limit at the end, no coupon acknowledged as redeemed by two
+/// orders at once, nobody acknowledged acting on another user's coupon.
+fn holdings_and_owners(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
+    let ops = ev.history.operations()?;
+    let mut found = check_held_limits(ev.final_state, &ev.scenario.templates);
+    found.extend(check_single_use(&ops));
+    found.extend(check_owners(&ops, ev.final_state));
+    Ok(found.into())
 }
 
 /// Orders acknowledged as holding one coupon at once.

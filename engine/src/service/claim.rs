@@ -1,7 +1,7 @@
 //! Claim (领券), the hot path: one Redis script admits, then (sync mode) the claim joins its
 //! template's group commit and Postgres decides (docs/ARCHITECTURE.md, "Claim").
 
-use std::sync::{Arc, atomic::Ordering};
+use std::sync::Arc;
 
 use serde::Serialize;
 use uuid::Uuid;
@@ -293,7 +293,7 @@ impl CouponEngine {
                 // Redis settles a grant only once its batch committed, so a settled grant
                 // with no row is one Postgres lost after acknowledging it (a failover to a
                 // standby that lacked the commit) or dropped since (a reconciler, a fence).
-                self.inner.settled_missing.fetch_add(1, Ordering::Relaxed);
+                self.inner.lost_acks.settled_missing();
                 tracing::warn!(%template_id, %request_id, coupon_id = %grant.coupon_id,
                     "a retried claim redis holds as granted has no row in postgres: an \
                      acknowledged claim was lost (postgres failed over?); admitting it again");

@@ -7,6 +7,7 @@ mod claim;
 mod expire;
 mod health;
 mod identity;
+mod lost_acks;
 // The defect mutants replace the steps of this service: its children, reaching its state.
 #[cfg(feature = "mutants")]
 mod mutants;
@@ -22,10 +23,7 @@ mod stale_admissions;
 mod suspect;
 mod template_cache;
 
-use std::sync::{
-    Arc, Weak,
-    atomic::{AtomicU64, Ordering},
-};
+use std::sync::{Arc, Weak};
 
 use sqlx::PgPool;
 use time::OffsetDateTime;
@@ -75,10 +73,8 @@ struct Inner {
     batcher: batcher::Batcher,
     shutdown: Mutex<Option<tokio::task::JoinHandle<()>>>,
     failpoints: Failpoints,
-    /// Async mode: acknowledged claims Postgres refused (lost acknowledgements).
-    acks_refused: AtomicU64,
-    /// Retries of claims Redis holds as settled that Postgres has no row for (`claim.rs`).
-    settled_missing: AtomicU64,
+    /// Acknowledgements the engine itself knows were lost (`lost_acks.rs`).
+    lost_acks: lost_acks::LostAcks,
     /// Sync mode: claims Redis admitted and Postgres refused (`claim.rs`).
     stale_admissions: stale_admissions::Counts,
     /// The rebuild under way per template in this process (`rebuild.rs`).
@@ -142,8 +138,7 @@ impl CouponEngine {
                 batcher,
                 shutdown: Mutex::new(None),
                 failpoints,
-                acks_refused: AtomicU64::new(0),
-                settled_missing: AtomicU64::new(0),
+                lost_acks: lost_acks::LostAcks::default(),
                 stale_admissions: stale_admissions::Counts::default(),
                 rebuilds: rebuild::InFlight::default(),
                 sold_out: sold_out::SoldOutGates::default(),
@@ -256,40 +251,6 @@ impl CouponEngine {
     /// Sizes of the claim batches committed so far (sync mode's group commit).
     pub fn batch_sizes(&self) -> BatchHistogram {
         self.inner.batcher.stats().snapshot()
-    }
-
-    /// Counts and logs an acknowledged async claim whose intent Postgres did not store as
-    /// acknowledged (refused, fenced, or a duplicate holding another coupon), whichever task
-    /// decided it: the persister, or the reconciler after the persister missed it. Called
-    /// once the intent has left Redis's `pending`, so one intent is counted once (unless a
-    /// persister batch still deciding it when the reconciler finds it stale, after
-    /// Postgres stalled for longer than that, counts it a second time). The reconciler's
-    /// count may include a claim whose server stopped before answering it: Redis cannot
-    /// tell that one from an acknowledged one, and the count errs towards reporting.
-    pub(crate) fn lost_async_ack(
-        &self,
-        template_id: TemplateId,
-        intent: &PendingIntent,
-        verdict: &Ruling,
-    ) {
-        // The price of async mode, counted and visible: the client was told "granted" (with
-        // this coupon id) before Postgres decided, and Postgres said otherwise.
-        self.inner.acks_refused.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(%template_id, request_id = %intent.request_id, ?verdict,
-            "acknowledged async claim refused by postgres: the acknowledgement is lost");
-    }
-
-    /// Async mode: acknowledged claims that Postgres refused since start (each one a lost
-    /// acknowledgement, reported by the harness as I6).
-    pub fn acknowledged_claims_refused(&self) -> u64 {
-        self.inner.acks_refused.load(Ordering::Relaxed)
-    }
-
-    /// Retries of claims Redis held as settled that Postgres had no row for, since start:
-    /// after a Postgres failover, claims acknowledged by the old primary and lost with it
-    /// (those a client retried; the rest only the harness's record can name).
-    pub fn settled_claims_missing(&self) -> u64 {
-        self.inner.settled_missing.load(Ordering::Relaxed)
     }
 
     /// Remaining stock in Redis (None if the keys are absent).
