@@ -73,7 +73,7 @@ pub(crate) fn analyse(
         {
             let sent = record.epoch_unix_us as i64 + e.start_us as i64;
             let who = format!("{} (server {})", e.user, e.server + 1);
-            check.granted(&who, sent, sent + e.latency_us as i64);
+            check.granted(&who, sent, sent + e.latency_us as i64, e.attempt == 0);
         }
     })?;
     Ok((recoveries, check.as_ref().map(window_result)))
@@ -175,9 +175,9 @@ mod tests {
     fn a_window_check_with_no_sale_inside_fails() {
         let mut check = WindowCheck::new(10, 20);
         assert!(!window_result(&check).passed);
-        check.granted("a", 12, 13);
+        check.granted("a", 12, 13, true);
         assert!(window_result(&check).passed);
-        check.granted("b", 21, 22);
+        check.granted("b", 21, 22, true);
         let r = window_result(&check);
         assert!(!r.passed);
         assert_eq!(r.checked, ["1 claims granted inside the window, 1 outside"]);

@@ -32,7 +32,10 @@ pub struct LockLapse {
 /// One acknowledged hold of a coupon by an order.
 struct Hold<'a> {
     order: &'a str,
-    call: u64,
+    /// When its lock may have been taken: the call of the order's first lock of the coupon
+    /// that may have acted. A retried or repeated lock is answered as a replay of that one
+    /// and keeps its end, so the lapse is timed from it, not from the acknowledged try.
+    taken: u64,
     ret: u64,
     lapses: bool,
 }
@@ -86,9 +89,20 @@ fn overlapping_holds(ops: &[Operation], rule: &Rule) -> Vec<Finding> {
             .iter()
             .filter(|o| (rule.holds)(&o.op) && matches!(o.outcome, Outcome::Ok(_)))
             .filter_map(|o| {
+                let order = o.op.order()?;
+                let taken = ops
+                    .iter()
+                    .filter(|l| {
+                        matches!(l.op, Op::Lock { .. })
+                            && l.op.order() == Some(order)
+                            && !matches!(l.outcome, Outcome::Fail(_))
+                    })
+                    .map(|l| l.call)
+                    .min()
+                    .unwrap_or(o.call);
                 Some(Hold {
-                    order: o.op.order()?,
-                    call: o.call,
+                    order,
+                    taken,
                     ret: o.ret?,
                     lapses: matches!(o.op, Op::Lock { .. }),
                 })
@@ -120,7 +134,7 @@ fn overlapping_holds(ops: &[Operation], rule: &Rule) -> Vec<Finding> {
 /// that may have acted and was called before `then` returned, or its lock's lapse.
 fn may_have_ended(ops: &[&Operation], first: &Hold<'_>, then: &Hold<'_>, rule: &Rule) -> bool {
     let lapsed = rule.lapse.is_some_and(|l| {
-        first.lapses && then.ret.saturating_add(l.slack) >= first.call.saturating_add(l.ttl)
+        first.lapses && then.ret.saturating_add(l.slack) >= first.taken.saturating_add(l.ttl)
     });
     lapsed
         || ops.iter().any(|o| {
@@ -257,5 +271,30 @@ mod tests {
             timed(redeem("r1", "a", "o2"), redeemed, 20, 30),
         ];
         assert!(check_single_use(&lock_beside).is_empty());
+    }
+
+    #[test]
+    fn a_lock_retried_late_lapses_from_its_first_try() {
+        let locked = Outcome::Ok(OpResult::Locked);
+        let lapse = Some(LockLapse {
+            ttl: 2_000,
+            slack: 0,
+        });
+        // o1's first try may have locked at 0 (unknown); its retry is answered as a replay
+        // of it, keeping its end at 2_000, so o2's lock at 2_100 is legal.
+        let ops = vec![
+            Operation {
+                process: 0,
+                op: lock("r1", "a", "o1"),
+                call: 0,
+                ret: None,
+                outcome: Outcome::Unknown,
+            },
+            timed(lock("r1", "a", "o1"), locked.clone(), 1_050, 1_060),
+            timed(lock("r1", "a", "o2"), locked.clone(), 2_100, 2_120),
+        ];
+        assert!(check_one_live_order(&ops, lapse).is_empty());
+        // Without the first try the acknowledged one holds until 3_050.
+        assert_eq!(check_one_live_order(&ops[1..], lapse).len(), 1);
     }
 }
