@@ -423,3 +423,20 @@ mod tests {
         assert_eq!((ids.next(), ids.next(), ids.next()), (0, 1, 2));
     }
 }
+
+/// Short constructors for tests.
+pub mod fixtures {
+    use super::{Operation, Outcome};
+    use crate::op::Op;
+
+    /// `op` by process 0, called at `call` and answered at `ret` (`None`: never).
+    pub fn operation(op: Op, outcome: Outcome, call: u64, ret: Option<u64>) -> Operation {
+        Operation {
+            process: 0,
+            op,
+            call,
+            ret,
+            outcome,
+        }
+    }
+}

@@ -108,15 +108,14 @@ mod tests {
     }
 
     fn granted(user: &str, req: &str) -> Operation {
-        Operation {
-            process: 0,
-            op: claim(user, req),
-            call: 0,
-            ret: Some(1),
-            outcome: Outcome::Ok(OpResult::Claimed {
+        crate::history::fixtures::operation(
+            claim(user, req),
+            Outcome::Ok(OpResult::Claimed {
                 coupon: coupon(req),
             }),
-        }
+            0,
+            Some(1),
+        )
     }
 
     #[test]

@@ -155,13 +155,7 @@ mod tests {
     };
 
     fn op(op: Op, outcome: Outcome) -> Operation {
-        Operation {
-            process: 0,
-            op,
-            call: 0,
-            ret: Some(1),
-            outcome,
-        }
+        crate::history::fixtures::operation(op, outcome, 0, Some(1))
     }
 
     #[test]
@@ -186,13 +180,7 @@ mod tests {
     }
 
     fn timed(op: Op, outcome: Outcome, call: u64, ret: u64) -> Operation {
-        Operation {
-            process: 0,
-            op,
-            call,
-            ret: Some(ret),
-            outcome,
-        }
+        crate::history::fixtures::operation(op, outcome, call, Some(ret))
     }
 
     #[test]

@@ -53,13 +53,7 @@ mod tests {
     };
 
     fn op(op: crate::op::Op, outcome: Outcome) -> Operation {
-        Operation {
-            process: 0,
-            op,
-            call: 0,
-            ret: Some(1),
-            outcome,
-        }
+        crate::history::fixtures::operation(op, outcome, 0, Some(1))
     }
 
     #[test]

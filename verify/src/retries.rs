@@ -111,13 +111,7 @@ mod tests {
     };
 
     fn timed(op: Op, outcome: Outcome, call: u64, ret: Option<u64>) -> Operation {
-        Operation {
-            process: 0,
-            op,
-            call,
-            ret,
-            outcome,
-        }
+        crate::history::fixtures::operation(op, outcome, call, ret)
     }
 
     #[test]

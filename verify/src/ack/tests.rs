@@ -15,13 +15,7 @@ fn refund(req: &str, order: &str) -> Op {
 }
 
 fn at(op: Op, call: u64, ret: Option<u64>, outcome: Outcome) -> Operation {
-    Operation {
-        process: 0,
-        op,
-        call,
-        ret,
-        outcome,
-    }
+    crate::history::fixtures::operation(op, outcome, call, ret)
 }
 
 fn ok(op: Op, call: u64, ret: u64) -> Operation {
