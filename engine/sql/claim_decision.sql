@@ -50,7 +50,6 @@ DECLARE
     v_locked bigint;
     v_misfit uuid[];
     v_over   uuid[];
-    v_t      uuid;
 BEGIN
     SELECT array_agg(DISTINCT t ORDER BY t) INTO v_parts FROM unnest(p_templates) AS t;
     BEGIN
@@ -61,28 +60,9 @@ BEGIN
                AS x(tpl, id, uid, rid, at, vfrom, vuntil)
          ORDER BY x.tpl, x.rid;
     EXCEPTION WHEN unique_violation THEN
-        FOREACH v_t IN ARRAY v_parts LOOP
-            RETURN QUERY
-            WITH part AS (
-                SELECT array_agg(x.i ORDER BY x.i) AS ords, max(x.lim) AS lim,
-                       array_agg(x.id ORDER BY x.i) AS ids, array_agg(x.uid ORDER BY x.i) AS uids,
-                       array_agg(x.rid ORDER BY x.i) AS rids,
-                       array_agg(x.epoch ORDER BY x.i) AS epochs,
-                       array_agg(x.at ORDER BY x.i) AS ats,
-                       array_agg(x.vfrom ORDER BY x.i) AS vfroms,
-                       array_agg(x.vuntil ORDER BY x.i) AS vuntils
-                  FROM unnest(p_templates, p_limits, p_ids, p_users, p_rids, p_epochs, p_at,
-                              p_from, p_until)
-                       WITH ORDINALITY AS x(tpl, lim, id, uid, rid, epoch, at, vfrom, vuntil, i)
-                 WHERE x.tpl = v_t
-            )
-            SELECT part.ords[d.n::int], d.verdict, d.coupon_id, d.owner
-              FROM part
-              CROSS JOIN LATERAL coupon_decide_claims(
-                       v_t, true, part.lim, part.ids, part.uids, part.rids, part.epochs,
-                       part.ats, part.vfroms, part.vuntils)
-                   WITH ORDINALITY AS d(verdict, coupon_id, owner, n);
-        END LOOP;
+        RETURN QUERY SELECT * FROM coupon_decide_claims_each_template(
+            v_parts, false, p_templates, p_limits, p_ids, p_users, p_rids, p_epochs, p_at,
+            p_from, p_until);
         RETURN;
     END;
 
@@ -127,27 +107,50 @@ BEGIN
     END IF;
     DELETE FROM user_coupon c USING unnest(p_templates, p_ids) AS x(tpl, id)
      WHERE c.id = x.id AND x.tpl = ANY (v_misfit);
-    FOREACH v_t IN ARRAY (SELECT array_agg(DISTINCT m ORDER BY m) FROM unnest(v_misfit) AS m) LOOP
-        RETURN QUERY
-        WITH part AS (
-            SELECT array_agg(x.i ORDER BY x.i) AS ords, max(x.lim) AS lim,
-                   array_agg(x.id ORDER BY x.i) AS ids, array_agg(x.uid ORDER BY x.i) AS uids,
-                   array_agg(x.rid ORDER BY x.i) AS rids,
-                   array_agg(x.epoch ORDER BY x.i) AS epochs,
-                   array_agg(x.at ORDER BY x.i) AS ats,
-                   array_agg(x.vfrom ORDER BY x.i) AS vfroms,
-                   array_agg(x.vuntil ORDER BY x.i) AS vuntils
-              FROM unnest(p_templates, p_limits, p_ids, p_users, p_rids, p_epochs, p_at,
-                          p_from, p_until)
-                   WITH ORDINALITY AS x(tpl, lim, id, uid, rid, epoch, at, vfrom, vuntil, i)
-             WHERE x.tpl = v_t
-        )
-        SELECT part.ords[d.n::int], d.verdict, d.coupon_id, d.owner
-          FROM part
-          CROSS JOIN LATERAL coupon_decide_claims_locked(
-                   v_t, true, part.lim, part.ids, part.uids, part.rids, part.epochs,
-                   part.ats, part.vfroms, part.vuntils)
-               WITH ORDINALITY AS d(verdict, coupon_id, owner, n);
+    RETURN QUERY SELECT * FROM coupon_decide_claims_each_template(
+        (SELECT array_agg(DISTINCT m ORDER BY m) FROM unnest(v_misfit) AS m), true,
+        p_templates, p_limits, p_ids, p_users, p_rids, p_epochs, p_at, p_from, p_until);
+END
+$function$
+
+CREATE OR REPLACE FUNCTION public.coupon_decide_claims_each_template(p_parts uuid[], p_counters_held boolean, p_templates uuid[], p_limits bigint[], p_ids uuid[], p_users text[], p_rids text[], p_epochs bigint[], p_at timestamp with time zone[], p_from timestamp with time zone[], p_until timestamp with time zone[])
+ RETURNS TABLE(ord bigint, verdict text, coupon_id uuid, owner text)
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_t       uuid;
+    v_ords    bigint[];
+    v_lim     bigint;
+    v_ids     uuid[];
+    v_uids    text[];
+    v_rids    text[];
+    v_epochs  bigint[];
+    v_ats     timestamptz[];
+    v_vfroms  timestamptz[];
+    v_vuntils timestamptz[];
+BEGIN
+    -- In template id order, the order every batch takes counter rows in (no deadlock).
+    FOREACH v_t IN ARRAY p_parts LOOP
+        SELECT array_agg(x.i ORDER BY x.i), max(x.lim), array_agg(x.id ORDER BY x.i),
+               array_agg(x.uid ORDER BY x.i), array_agg(x.rid ORDER BY x.i),
+               array_agg(x.epoch ORDER BY x.i), array_agg(x.at ORDER BY x.i),
+               array_agg(x.vfrom ORDER BY x.i), array_agg(x.vuntil ORDER BY x.i)
+          INTO v_ords, v_lim, v_ids, v_uids, v_rids, v_epochs, v_ats, v_vfroms, v_vuntils
+          FROM unnest(p_templates, p_limits, p_ids, p_users, p_rids, p_epochs, p_at, p_from,
+                      p_until)
+               WITH ORDINALITY AS x(tpl, lim, id, uid, rid, epoch, at, vfrom, vuntil, i)
+         WHERE x.tpl = v_t;
+        IF p_counters_held THEN
+            RETURN QUERY SELECT v_ords[d.n::int], d.verdict, d.coupon_id, d.owner
+              FROM coupon_decide_claims_locked(v_t, true, v_lim, v_ids, v_uids, v_rids,
+                       v_epochs, v_ats, v_vfroms, v_vuntils)
+                   WITH ORDINALITY AS d(verdict, coupon_id, owner, n);
+        ELSE
+            RETURN QUERY SELECT v_ords[d.n::int], d.verdict, d.coupon_id, d.owner
+              FROM coupon_decide_claims(v_t, true, v_lim, v_ids, v_uids, v_rids, v_epochs,
+                       v_ats, v_vfroms, v_vuntils)
+                   WITH ORDINALITY AS d(verdict, coupon_id, owner, n);
+        END IF;
     END LOOP;
 END
 $function$
