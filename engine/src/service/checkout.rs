@@ -65,34 +65,34 @@ impl CouponEngine {
         order_id: &str,
         ttl: Option<Duration>,
     ) -> EngineResult<CheckoutLock> {
-        self.within_deadline(self.lock_unbounded(coupon_id, user_id, order_id, ttl))
+        self.within_deadline(async {
+            validate_order_id(order_id)?;
+            let ttl = ttl.unwrap_or(self.inner.config.checkout_lock_ttl);
+            if ttl.is_zero() || ttl > MAX_CHECKOUT_LOCK {
+                return Err(EngineError::invalid(format!(
+                    "a lock lasts between 1 s and {} s",
+                    MAX_CHECKOUT_LOCK.as_secs()
+                )));
+            }
+            let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+            #[cfg(feature = "mutants")]
+            if let Some(r) = crate::service::mutants::lock(
+                self,
+                &crate::service::mutants::Lock {
+                    coupon_id,
+                    user_id,
+                    order_id,
+                    ttl_ms,
+                },
+            )
             .await
-    }
-
-    async fn lock_unbounded(
-        &self,
-        coupon_id: Uuid,
-        user_id: &UserId,
-        order_id: &str,
-        ttl: Option<Duration>,
-    ) -> EngineResult<CheckoutLock> {
-        validate_order_id(order_id)?;
-        let ttl = ttl.unwrap_or(self.inner.config.checkout_lock_ttl);
-        if ttl.is_zero() || ttl > MAX_CHECKOUT_LOCK {
-            return Err(EngineError::invalid(format!(
-                "a lock lasts between 1 s and {} s",
-                MAX_CHECKOUT_LOCK.as_secs()
-            )));
-        }
-        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
-        #[cfg(feature = "mutants")]
-        if let Some(r) =
-            crate::service::mutants::lock(self, coupon_id, user_id, order_id, ttl_ms).await
-        {
-            return r;
-        }
-        self.after_pending_claims(|| self.lock_once(coupon_id, user_id, order_id, ttl_ms))
-            .await
+            {
+                return r;
+            }
+            self.after_pending_claims(|| self.lock_once(coupon_id, user_id, order_id, ttl_ms))
+                .await
+        })
+        .await
     }
 
     async fn lock_once(
@@ -136,23 +136,16 @@ impl CouponEngine {
         user_id: &UserId,
         order_id: &str,
     ) -> EngineResult<Release> {
-        self.within_deadline(self.release_unbounded(coupon_id, user_id, order_id))
-            .await
-    }
-
-    async fn release_unbounded(
-        &self,
-        coupon_id: Uuid,
-        user_id: &UserId,
-        order_id: &str,
-    ) -> EngineResult<Release> {
-        validate_order_id(order_id)?;
-        #[cfg(feature = "mutants")]
-        if let Some(r) = crate::service::mutants::release(self, coupon_id, user_id).await {
-            return r;
-        }
-        self.after_pending_claims(|| self.release_once(coupon_id, user_id, order_id))
-            .await
+        self.within_deadline(async {
+            validate_order_id(order_id)?;
+            #[cfg(feature = "mutants")]
+            if let Some(r) = crate::service::mutants::release(self, coupon_id, user_id).await {
+                return r;
+            }
+            self.after_pending_claims(|| self.release_once(coupon_id, user_id, order_id))
+                .await
+        })
+        .await
     }
 
     async fn release_once(

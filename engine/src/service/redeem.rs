@@ -40,29 +40,31 @@ impl CouponEngine {
         order_id: &str,
         order_amount: i64,
     ) -> EngineResult<Redemption> {
-        self.within_deadline(self.redeem_unbounded(coupon_id, user_id, order_id, order_amount))
+        self.within_deadline(async {
+            validate_order_id(order_id)?;
+            if order_amount < 0 {
+                return Err(EngineError::invalid("order_amount must be >= 0"));
+            }
+            #[cfg(feature = "mutants")]
+            if let Some(r) = crate::service::mutants::redeem(
+                self,
+                &crate::service::mutants::Redeem {
+                    coupon_id,
+                    user_id,
+                    order_id,
+                    order_amount,
+                },
+            )
             .await
-    }
-
-    async fn redeem_unbounded(
-        &self,
-        coupon_id: Uuid,
-        user_id: &UserId,
-        order_id: &str,
-        order_amount: i64,
-    ) -> EngineResult<Redemption> {
-        validate_order_id(order_id)?;
-        if order_amount < 0 {
-            return Err(EngineError::invalid("order_amount must be >= 0"));
-        }
-        #[cfg(feature = "mutants")]
-        if let Some(r) =
-            crate::service::mutants::redeem(self, coupon_id, user_id, order_id, order_amount).await
-        {
-            return r;
-        }
-        self.after_pending_claims(|| self.redeem_locked(coupon_id, user_id, order_id, order_amount))
+            {
+                return r;
+            }
+            self.after_pending_claims(|| {
+                self.redeem_locked(coupon_id, user_id, order_id, order_amount)
+            })
             .await
+        })
+        .await
     }
 
     async fn redeem_locked(

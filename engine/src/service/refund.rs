@@ -38,23 +38,18 @@ impl CouponEngine {
         user_id: &UserId,
         order_id: &str,
     ) -> EngineResult<RefundReceipt> {
-        self.within_deadline(self.refund_unbounded(coupon_id, user_id, order_id))
-            .await
-    }
-
-    async fn refund_unbounded(
-        &self,
-        coupon_id: Uuid,
-        user_id: &UserId,
-        order_id: &str,
-    ) -> EngineResult<RefundReceipt> {
-        validate_order_id(order_id)?;
-        #[cfg(feature = "mutants")]
-        if let Some(r) = crate::service::mutants::refund(self, coupon_id, user_id, order_id).await {
-            return r;
-        }
-        self.after_pending_claims(|| self.refund_once(coupon_id, user_id, order_id))
-            .await
+        self.within_deadline(async {
+            validate_order_id(order_id)?;
+            #[cfg(feature = "mutants")]
+            if let Some(r) =
+                crate::service::mutants::refund(self, coupon_id, user_id, order_id).await
+            {
+                return r;
+            }
+            self.after_pending_claims(|| self.refund_once(coupon_id, user_id, order_id))
+                .await
+        })
+        .await
     }
 
     async fn refund_once(

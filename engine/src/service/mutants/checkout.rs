@@ -12,22 +12,10 @@ use crate::{
 };
 
 /// mall #1003 and oneCoupon's unchecked LOCKING update: the lock, wholesale.
-pub(crate) async fn lock(
-    e: &CouponEngine,
-    coupon_id: Uuid,
-    user_id: &UserId,
-    order_id: &str,
-    ttl_ms: i64,
-) -> Option<EngineResult<CheckoutLock>> {
-    let lock = Lock {
-        coupon_id,
-        user_id,
-        order_id,
-        ttl_ms,
-    };
+pub(crate) async fn lock(e: &CouponEngine, lock: &Lock<'_>) -> Option<EngineResult<CheckoutLock>> {
     match e.config().variant {
-        Variant::Mall1003 => Some(check_then_lock(e, &lock).await),
-        Variant::OneCouponLockUnchecked => Some(lock_unchecked(e, &lock).await),
+        Variant::Mall1003 => Some(check_then_lock(e, lock).await),
+        Variant::OneCouponLockUnchecked => Some(lock_unchecked(e, lock).await),
         _ => None,
     }
 }
@@ -54,11 +42,11 @@ pub(crate) async fn release(
 }
 
 /// What is locked.
-struct Lock<'a> {
-    coupon_id: Uuid,
-    user_id: &'a UserId,
-    order_id: &'a str,
-    ttl_ms: i64,
+pub(crate) struct Lock<'a> {
+    pub coupon_id: Uuid,
+    pub user_id: &'a UserId,
+    pub order_id: &'a str,
+    pub ttl_ms: i64,
 }
 
 impl Lock<'_> {

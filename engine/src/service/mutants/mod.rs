@@ -25,11 +25,11 @@ mod redeem;
 mod refund;
 mod sold_out;
 
-pub(crate) use checkout::{lock, release};
+pub(crate) use checkout::{Lock, lock, release};
 pub(crate) use claim::{admit, before_persist, claim_key, retry_key};
 pub(crate) use identity::{check_new_server, forgets_rebuilds, identity_change};
 pub(crate) use persister::write_acknowledged;
 pub(crate) use rebuild::rebuild;
-pub(crate) use redeem::{deduction, redeem};
+pub(crate) use redeem::{Redeem, deduction, redeem};
 pub(crate) use refund::refund;
 pub(crate) use sold_out::{keeps_gate_closed, sold_out_says};

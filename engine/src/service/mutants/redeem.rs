@@ -15,32 +15,20 @@ use crate::{
 };
 
 /// D2 and D3: the redemption, wholesale.
-pub(crate) async fn redeem(
-    e: &CouponEngine,
-    coupon_id: Uuid,
-    user_id: &UserId,
-    order_id: &str,
-    order_amount: i64,
-) -> Option<EngineResult<Redemption>> {
-    let r = Redeem {
-        coupon_id,
-        user_id,
-        order_id,
-        order_amount,
-    };
+pub(crate) async fn redeem(e: &CouponEngine, r: &Redeem<'_>) -> Option<EngineResult<Redemption>> {
     match e.config().variant {
-        Variant::D2 => Some(redeem_d2(e, &r).await),
-        Variant::D3 => Some(redeem_d3(e, &r).await),
+        Variant::D2 => Some(redeem_d2(e, r).await),
+        Variant::D3 => Some(redeem_d3(e, r).await),
         _ => None,
     }
 }
 
 /// What is redeemed.
-struct Redeem<'a> {
-    coupon_id: Uuid,
-    user_id: &'a UserId,
-    order_id: &'a str,
-    order_amount: i64,
+pub(crate) struct Redeem<'a> {
+    pub coupon_id: Uuid,
+    pub user_id: &'a UserId,
+    pub order_id: &'a str,
+    pub order_amount: i64,
 }
 
 impl<'a> Redeem<'a> {
