@@ -12,7 +12,7 @@ use crate::{
     acks::Recorded,
     admissions::RunAdmissions,
     api::Api,
-    checks::{self, Evidence, InvariantResult},
+    checks::{self, RunRecord, InvariantResult},
     progress::phase,
     setup::Customer,
     templates::TemplateInfo,
@@ -40,7 +40,7 @@ pub(crate) async fn audit_all(
         ),
     );
     let wallets = wallets(api, customers).await?;
-    let invariants = checks::evaluate(&Evidence {
+    let invariants = checks::evaluate(&RunRecord {
         events: &recorded.kept,
         refusals_not_kept: recorded.refusals_not_kept,
         templates,

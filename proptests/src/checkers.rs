@@ -6,24 +6,23 @@
 
 use coupon_engine::{AuditReport, Finding, Invariant, StaleAdmissions};
 use coupon_verify::{
-    limits::check_held_limits,
+    Evidence, HISTORY_CHECKERS,
     liveness::check_liveness,
-    one_order::check_single_use,
-    owners::check_owners,
     validity::{CheckerResult, Composed, Judgement},
 };
 
 use crate::{
-    ack::{FinalState, check_acks},
+    ack::FinalState,
     history::History,
     linearizability::Verdict,
-    one_order::check_one_live_order,
     scenario::Scenario,
     scenario::{CASE_DEADLINE, LIVENESS_MARGIN},
 };
 
-/// What a finished case left for the checkers.
-pub struct Evidence<'a> {
+/// What a finished case left for the checkers. Its history and final state are the
+/// verification core's [`Evidence`], judged by the same checkers as a load run's; the rest
+/// is what only a case can see.
+pub struct CaseRecord<'a> {
     /// The case.
     pub scenario: &'a Scenario,
     /// What every process invoked and saw.
@@ -41,34 +40,44 @@ pub struct Evidence<'a> {
 }
 
 /// A checker: what it concludes on a case (an `Err` makes it unknown, not a finding).
-pub type Checker = fn(&Evidence<'_>) -> anyhow::Result<Judgement>;
+pub type Checker = fn(&CaseRecord<'_>) -> anyhow::Result<Judgement>;
 
-/// Every checker, in report order: the auditor (I1–I5, I12, I13), Redis's admissions (I2,
-/// I3 while the case ran), the acknowledgements (I6, I7), the final holdings, single use
-/// and owners (I3, I4, I5: the core's client-side checkers the load test uses too), one
-/// live order per coupon (I11), linearizability (I8), liveness (I9).
-pub const CHECKERS: [(&str, Checker); 7] = [
+/// The checkers only a case has, in report order: the auditor (I1–I5, I12, I13), Redis's
+/// admissions (I2, I3 while the case ran), linearizability (I8), liveness (I9). The
+/// history checkers every generator shares ([`HISTORY_CHECKERS`]: I1, I3–I7, I11) follow
+/// them in the report.
+pub const CASE_CHECKERS: [(&str, Checker); 4] = [
     ("auditor", auditor),
     ("admissions", admissions),
-    ("acknowledgements", acknowledgements),
-    ("holdings, single use, owners", holdings_and_owners),
-    ("one live order", one_live_order),
     ("linearizability", linearizability),
     ("liveness", liveness),
 ];
 
 /// Every checker's result, merged.
-pub fn check_all(evidence: &Evidence<'_>) -> Composed {
-    Composed::of(
-        CHECKERS
-            .iter()
-            .map(|(name, checker)| CheckerResult::judge(name, checker(evidence)))
-            .collect(),
-    )
+pub fn check_all(case: &CaseRecord<'_>) -> Composed {
+    let mut results: Vec<CheckerResult> = CASE_CHECKERS
+        .iter()
+        .map(|(name, checker)| CheckerResult::judge(name, checker(case)))
+        .collect();
+    let operations = case.history.operations().map_err(|e| e.to_string());
+    results.extend(HISTORY_CHECKERS.iter().map(|(name, check)| {
+        let judged = operations.as_deref().map(|operations| {
+            check(&Evidence {
+                operations,
+                final_state: case.final_state,
+                templates: &case.scenario.templates,
+                // The cases' locks outlast every case: none lapses.
+                lock_lapse: None,
+            })
+            .into()
+        });
+        CheckerResult::judge(name, judged.map_err(String::as_str))
+    }));
+    Composed::of(results)
 }
 
 /// The auditor's violations of each template, from the live stores.
-fn auditor(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
+fn auditor(ev: &CaseRecord<'_>) -> anyhow::Result<Judgement> {
     Ok(Judgement::Decided(
         ev.audits
             .iter()
@@ -89,7 +98,7 @@ fn auditor(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
 /// (docs/ARCHITECTURE.md, "A Redis that lies"), so any such refusal is a finding, unless a
 /// fault of the case leaves stale counters with no sign to act on (an eviction, a server
 /// given the scripts beforehand), which Postgres alone answers for.
-fn admissions(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
+fn admissions(ev: &CaseRecord<'_>) -> anyhow::Result<Judgement> {
     if ev
         .scenario
         .faults
@@ -101,29 +110,8 @@ fn admissions(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
     Ok(ev.stale_admissions.findings().into())
 }
 
-/// What clients were told against the final state.
-fn acknowledgements(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
-    Ok(check_acks(ev.history, ev.final_state)?.into())
-}
-
-/// No user holding more than the limit at the end, no coupon acknowledged as redeemed by two
-/// orders at once, nobody acknowledged acting on another user's coupon.
-fn holdings_and_owners(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
-    let ops = ev.history.operations()?;
-    let mut found = check_held_limits(ev.final_state, &ev.scenario.templates);
-    found.extend(check_single_use(&ops));
-    found.extend(check_owners(&ops, ev.final_state));
-    Ok(found.into())
-}
-
-/// Orders acknowledged as holding one coupon at once.
-fn one_live_order(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
-    // The cases' locks outlast every case: none lapses.
-    Ok(check_one_live_order(&ev.history.operations()?, None).into())
-}
-
 /// The history against the sequential model, per template.
-fn linearizability(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
+fn linearizability(ev: &CaseRecord<'_>) -> anyhow::Result<Judgement> {
     Ok(match ev.verdict {
         Verdict::Linearizable => Vec::new().into(),
         // When Redis loses a template's state, a claim in flight at that moment has reserved
@@ -144,7 +132,7 @@ fn linearizability(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
 /// engine's deadline plus a margin (an `unavailable` answer counts: a store may be
 /// unreachable). Without faults, or with only faults no store goes away in (a slot
 /// migrating), moreover, every operation gets a definite answer.
-fn liveness(ev: &Evidence<'_>) -> anyhow::Result<Judgement> {
+fn liveness(ev: &CaseRecord<'_>) -> anyhow::Result<Judgement> {
     let definite = ev.scenario.faults.iter().all(|f| f.fault.served_through());
     Ok(check_liveness(
         ev.history,

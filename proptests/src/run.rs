@@ -29,7 +29,7 @@ use coupon_verify::validity::{Composed, Validity};
 
 use crate::{
     ack::{FinalCoupon, FinalState, FinalStatus},
-    checkers::{self, Evidence},
+    checkers::{self, CaseRecord},
     engine_process::{EngineProcess, Killed},
     history::{EventKind, History, ProcessIds, Recorder},
     linearizability::{Budget, Verdict, check_partitioned},
@@ -279,7 +279,7 @@ pub async fn run_case(scenario: &Scenario, cfg: RunConfig) -> anyhow::Result<Cas
         audits.push(engine.audit(*id).await?);
     }
     let verdict = check_partitioned(&history, &scenario.templates, Budget::default());
-    let checks = checkers::check_all(&Evidence {
+    let checks = checkers::check_all(&CaseRecord {
         scenario,
         history: &history,
         final_state: &final_state,

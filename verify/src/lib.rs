@@ -14,6 +14,8 @@
 //! - [`ack`]: the I6/I7 checker, comparing acknowledgements with the final state.
 //! - [`one_order`]: the I11 checker, one live order per coupon, and the I4 checker, one
 //!   live redemption, from the history.
+//! - [`evidence`]: what the history checkers judge, and those checkers, named: the same
+//!   for every generator.
 //! - [`grants`]: the coupons a history says were granted, which the client-side counts
 //!   read.
 //! - [`limits`]: the I1 and I3 checkers from acknowledged claims and final holdings.
@@ -27,6 +29,7 @@
 //!   invalid or unknown per named checker, merged into one.
 
 pub mod ack;
+pub mod evidence;
 pub mod grants;
 pub mod histories;
 pub mod history;
@@ -42,5 +45,6 @@ pub mod retries;
 pub mod validity;
 pub mod window;
 
+pub use evidence::{Evidence, HISTORY_CHECKERS};
 pub use invariant::{Finding, Invariant};
 pub use validity::{CheckerResult, Composed, Judgement, Validity};

@@ -2,9 +2,9 @@
 //! Postgres refused (`crate::admissions`). The auditor sees both invariants at quiescence;
 //! this is what Redis believed when it admitted.
 
-use super::{Evidence, Findings};
+use super::{RunRecord, Findings};
 
-pub(super) fn check(ev: &Evidence<'_>, f: &mut Findings) {
+pub(super) fn check(ev: &RunRecord<'_>, f: &mut Findings) {
     let Some(run) = ev.stale_admissions else {
         return;
     };

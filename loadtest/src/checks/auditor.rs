@@ -2,10 +2,10 @@
 
 use coupon_engine::Invariant;
 
-use super::{Evidence, Findings};
+use super::{RunRecord, Findings};
 
 /// The auditor's violations, per invariant.
-pub(super) fn check(ev: &Evidence<'_>, f: &mut Findings) {
+pub(super) fn check(ev: &RunRecord<'_>, f: &mut Findings) {
     for (t, a) in ev.templates.iter().zip(ev.audits) {
         for id in [
             Invariant::I1,

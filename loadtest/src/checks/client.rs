@@ -6,17 +6,11 @@ use std::collections::{BTreeSet, HashSet};
 
 use coupon_engine::Invariant;
 use coupon_verify::{
-    ack::check_operations,
-    grants::Grants,
-    history::Outcome as Ended,
-    limits::{check_acknowledged_limits, check_held_limits},
-    one_order::{LockLapse, check_one_live_order, check_single_use},
-    op::Op as CoreOp,
-    owners::check_owners,
-    retries::{check_answered_ids, check_retries},
+    grants::Grants, history::Outcome as Ended, one_order::LockLapse, op::Op as CoreOp,
+    retries::check_answered_ids,
 };
 
-use super::{Evidence, Findings, history::RunHistory};
+use super::{RunRecord, Findings, history::RunHistory};
 
 /// Seconds a checkout lock the run's orders take holds (`scenarios/checkout.rs` asks for
 /// it): short, so that abandoned orders lapse within a run. The checks must know when a
@@ -27,30 +21,29 @@ pub(crate) const LOCK_TTL_SECS: u64 = 2;
 const CLOCK_SLACK_US: u64 = 500_000;
 
 /// Every client-side invariant, from the core's checkers.
-pub(super) fn check(ev: &Evidence<'_>, f: &mut Findings) {
+pub(super) fn check(ev: &RunRecord<'_>, f: &mut Findings) {
     let run = RunHistory::of(ev);
     let lapse = LockLapse {
         ttl: LOCK_TTL_SECS * 1_000_000_000,
         slack: CLOCK_SLACK_US * 1_000,
     };
-    let findings = [
-        check_acknowledged_limits(&run.ops, &run.templates),
-        check_held_limits(&run.final_state, &run.templates),
-        check_single_use(&run.ops),
-        check_owners(&run.ops, &run.final_state),
-        check_operations(&run.ops, &run.final_state, Some(lapse)),
-        check_retries(&run.ops),
-        check_answered_ids(&run.answered_ids),
-        check_one_live_order(&run.ops, Some(lapse)),
-    ];
-    for finding in findings.into_iter().flatten() {
+    let evidence = coupon_verify::Evidence {
+        operations: &run.ops,
+        final_state: &run.final_state,
+        templates: &run.templates,
+        lock_lapse: Some(lapse),
+    };
+    let mut findings = evidence.findings();
+    // Only the load test reads the coupon ids the answers carried.
+    findings.extend(check_answered_ids(&run.answered_ids));
+    for finding in findings {
         f.flag(finding.invariant, finding.detail);
     }
     looked_at(ev, &run, f);
 }
 
 /// What each client-side check looked at, for the report.
-fn looked_at(ev: &Evidence<'_>, run: &RunHistory, f: &mut Findings) {
+fn looked_at(ev: &RunRecord<'_>, run: &RunHistory, f: &mut Findings) {
     let grants = Grants::of(&run.ops);
     for t in &run.templates {
         let counting = grants

@@ -13,7 +13,7 @@ use coupon_verify::{
 };
 use uuid::Uuid;
 
-use super::Evidence;
+use super::RunRecord;
 use crate::acks::{Reply, ReplyClass, RequestKind};
 
 /// What the core checkers read.
@@ -31,7 +31,7 @@ pub(super) struct RunHistory {
 
 impl RunHistory {
     /// The history of the run `ev` describes.
-    pub(super) fn of(ev: &Evidence<'_>) -> Self {
+    pub(super) fn of(ev: &RunRecord<'_>) -> Self {
         let index: HashMap<Uuid, u32> = ev
             .templates
             .iter()
@@ -78,7 +78,7 @@ impl RunHistory {
 
 /// The coupons of the run's templates in the shoppers' wallets; a template with work still
 /// in flight after the settle is unsettled.
-fn final_state(ev: &Evidence<'_>, index: &HashMap<Uuid, u32>) -> FinalState {
+fn final_state(ev: &RunRecord<'_>, index: &HashMap<Uuid, u32>) -> FinalState {
     let coupons = ev
         .wallets
         .values()
@@ -124,7 +124,7 @@ struct Names<'a> {
 }
 
 impl<'a> Names<'a> {
-    fn of(ev: &Evidence<'_>, index: &'a HashMap<Uuid, u32>) -> Self {
+    fn of(ev: &RunRecord<'_>, index: &'a HashMap<Uuid, u32>) -> Self {
         let mut by_id: HashMap<Uuid, CouponRef> = HashMap::new();
         for c in ev.wallets.values().flatten() {
             if let Some(&template) = index.get(&c.template_id.as_uuid()) {

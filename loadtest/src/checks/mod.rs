@@ -44,8 +44,10 @@ pub(crate) struct InvariantResult {
 /// Violations listed per invariant at most.
 pub(crate) const MAX_DETAILS: usize = 50;
 
-/// What the checks look at.
-pub(crate) struct Evidence<'a> {
+/// What a run left for the checks. Its answers and wallets become the verification core's
+/// [`coupon_verify::Evidence`] (`history.rs`); the audits and the servers' counts are judged
+/// beside it.
+pub(crate) struct RunRecord<'a> {
     /// The answers users saw that a check compares with anything, in completion order.
     pub events: &'a [Reply],
     /// Claims refused at their first attempt, not in `events` (see
@@ -146,7 +148,7 @@ pub(crate) fn failures(invariants: &[InvariantResult]) -> Vec<String> {
 }
 
 /// Evaluates every invariant the load test judges.
-pub(crate) fn evaluate(ev: &Evidence<'_>) -> Vec<InvariantResult> {
+pub(crate) fn evaluate(ev: &RunRecord<'_>) -> Vec<InvariantResult> {
     let mut f = Findings::default();
     auditor::check(ev, &mut f);
     admissions::check(ev, &mut f);

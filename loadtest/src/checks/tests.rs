@@ -128,7 +128,7 @@ fn a_clean_history_passes() {
         ("b".to_owned(), vec![]),
     ]);
     let audits = vec![audit(&t)];
-    let r = evaluate(&Evidence {
+    let r = evaluate(&RunRecord {
         refusals_not_kept: 0,
         events: &events,
         templates: std::slice::from_ref(&t),
@@ -158,7 +158,7 @@ fn oversell_double_use_authz_and_lost_acks_are_caught() {
         ("b".to_owned(), vec![]),
     ]);
     let audits = vec![audit(&t)];
-    let r = evaluate(&Evidence {
+    let r = evaluate(&RunRecord {
         refusals_not_kept: 0,
         events: &events,
         templates: std::slice::from_ref(&t),
@@ -192,7 +192,7 @@ fn retries_must_answer_the_same() {
         ),
     ]);
     let audits = vec![audit(&t)];
-    let r = evaluate(&Evidence {
+    let r = evaluate(&RunRecord {
         refusals_not_kept: 0,
         events: &events,
         templates: std::slice::from_ref(&t),
@@ -223,7 +223,7 @@ fn unknown_outcomes_excuse_extra_coupons_but_not_more() {
         )],
     )]);
     let audits = vec![audit(&t)];
-    let r = evaluate(&Evidence {
+    let r = evaluate(&RunRecord {
         refusals_not_kept: 0,
         events: &events,
         templates: std::slice::from_ref(&t),
@@ -239,7 +239,7 @@ fn unknown_outcomes_excuse_extra_coupons_but_not_more() {
             wallet_coupon(&t, "a", "r9", Uuid::new_v4(), CouponStatus::Issued, None),
         ],
     )]);
-    let r = evaluate(&Evidence {
+    let r = evaluate(&RunRecord {
         refusals_not_kept: 0,
         events: &events,
         templates: std::slice::from_ref(&t),
@@ -280,7 +280,7 @@ fn refunds_to_stock_free_the_stock() {
         ),
     ]);
     let audits = vec![audit(&t)];
-    let r = evaluate(&Evidence {
+    let r = evaluate(&RunRecord {
         refusals_not_kept: 0,
         events: &events,
         templates: std::slice::from_ref(&t),
@@ -310,7 +310,7 @@ fn claims_a_stale_redis_admitted_and_postgres_refused_fail_i2_and_i3() {
     ]);
     let audits = vec![audit(&t)];
     let evaluate_with = |stock_empty, user_limit| {
-        evaluate(&Evidence {
+        evaluate(&RunRecord {
             refusals_not_kept: 0,
             events: &events,
             templates: std::slice::from_ref(&t),
@@ -353,7 +353,7 @@ fn two_orders_holding_one_coupon_are_caught_unless_one_let_go() {
             vec![wallet_coupon(&t, "a", "r1", c, status, order)],
         )]);
         let audits = vec![audit(&t)];
-        failed(&evaluate(&Evidence {
+        failed(&evaluate(&RunRecord {
             refusals_not_kept: 0,
             events: &events,
             templates: std::slice::from_ref(&t),
@@ -411,7 +411,7 @@ fn every_auditor_finding_fails_the_run() {
         a.violations
             .push(coupon_engine::Finding::new(id, "seen by the auditor"));
         let audits = vec![a];
-        let r = evaluate(&Evidence {
+        let r = evaluate(&RunRecord {
             refusals_not_kept: 0,
             events: &[],
             templates: std::slice::from_ref(&t),
