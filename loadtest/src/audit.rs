@@ -12,7 +12,7 @@ use crate::{
     acks::Recorded,
     admissions::RunAdmissions,
     api::Api,
-    checks::{self, RunRecord, InvariantResult},
+    checks::{self, InvariantResult, RunRecord},
     progress::phase,
     setup::Customer,
     templates::TemplateInfo,

@@ -2,7 +2,7 @@
 //! Postgres refused (`crate::admissions`). The auditor sees both invariants at quiescence;
 //! this is what Redis believed when it admitted.
 
-use super::{RunRecord, Findings};
+use super::{Findings, RunRecord};
 
 pub(super) fn check(ev: &RunRecord<'_>, f: &mut Findings) {
     let Some(run) = ev.stale_admissions else {

@@ -2,7 +2,7 @@
 
 use coupon_engine::Invariant;
 
-use super::{RunRecord, Findings};
+use super::{Findings, RunRecord};
 
 /// The auditor's violations, per invariant.
 pub(super) fn check(ev: &RunRecord<'_>, f: &mut Findings) {

@@ -10,7 +10,7 @@ use coupon_verify::{
     retries::check_answered_ids,
 };
 
-use super::{RunRecord, Findings, history::RunHistory};
+use super::{Findings, RunRecord, history::RunHistory};
 
 /// Seconds a checkout lock the run's orders take holds (`scenarios/checkout.rs` asks for
 /// it): short, so that abandoned orders lapse within a run. The checks must know when a
