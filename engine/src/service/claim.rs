@@ -242,11 +242,13 @@ impl CouponEngine {
             let checks_before = self.new_server_checks();
             let decision = match admit().await {
                 Err(e) if e.is_io_error() || e.is_connection_dropped() => {
-                    self.note_redis_error(&e);
+                    self.inner.redis_suspect.note_error(&e);
                     tokio::time::sleep(RECONNECT_PAUSE).await;
-                    admit().await.inspect_err(|e| self.note_redis_error(e))?
+                    admit()
+                        .await
+                        .inspect_err(|e| self.inner.redis_suspect.note_error(e))?
                 }
-                other => other.inspect_err(|e| self.note_redis_error(e))?,
+                other => other.inspect_err(|e| self.inner.redis_suspect.note_error(e))?,
             };
             if decision != ClaimScript::ScriptNotLoaded {
                 return Ok(decision);
@@ -344,7 +346,7 @@ impl CouponEngine {
                 // Redis admitted what Postgres refused: Redis is stale (an old snapshot,
                 // a lagging replica, an evicted key). The refusal stands; Redis is
                 // rebuilt from Postgres before it admits again.
-                self.note_stale_admission(template_id, &verdict);
+                self.inner.stale_admissions.note(template_id, &verdict);
                 self.resync_after_refusal(template_id, grant.epoch).await;
                 Err(match verdict {
                     Ruling::StockEmpty => EngineError::StockEmpty,

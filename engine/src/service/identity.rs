@@ -179,7 +179,7 @@ impl CouponEngine {
             return Ok((false, run_id));
         }
         if let (Some(old), Some(what)) = (&recorded, change) {
-            self.suspect_redis();
+            self.inner.redis_suspect.open();
             tracing::warn!(namespace = ns, changed = what, old = ?old, new = ?current,
                 "a store restarted, failed over or was restored: rebuilding live templates from postgres before trusting redis's counters");
             for id in postgres::live_template_ids(&self.inner.pg).await? {

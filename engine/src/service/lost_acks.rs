@@ -25,9 +25,7 @@ impl LostAcks {
     pub(super) fn settled_missing(&self) {
         self.settled_missing.fetch_add(1, Ordering::Relaxed);
     }
-}
 
-impl CouponEngine {
     /// Counts and logs an acknowledged async claim whose intent Postgres did not store as
     /// acknowledged (refused, fenced, or a duplicate holding another coupon), whichever task
     /// decided it: the persister, or the reconciler after the persister missed it. Called
@@ -36,7 +34,7 @@ impl CouponEngine {
     /// Postgres stalled for longer than that, counts it a second time). The reconciler's
     /// count may include a claim whose server stopped before answering it: Redis cannot
     /// tell that one from an acknowledged one, and the count errs towards reporting.
-    pub(crate) fn lost_async_ack(
+    pub(super) fn async_refused(
         &self,
         template_id: TemplateId,
         intent: &PendingIntent,
@@ -44,14 +42,13 @@ impl CouponEngine {
     ) {
         // The price of async mode, counted and visible: the client was told "granted" (with
         // this coupon id) before Postgres decided, and Postgres said otherwise.
-        self.inner
-            .lost_acks
-            .async_refused
-            .fetch_add(1, Ordering::Relaxed);
+        self.async_refused.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(%template_id, request_id = %intent.request_id, ?verdict,
             "acknowledged async claim refused by postgres: the acknowledgement is lost");
     }
+}
 
+impl CouponEngine {
     /// Async mode: acknowledged claims that Postgres refused since start (each one a lost
     /// acknowledgement, reported by the harness as I6).
     pub fn acknowledged_claims_refused(&self) -> u64 {

@@ -244,7 +244,9 @@ impl CouponEngine {
         }
         self.inner.redis.remove_pending(template_id, &done).await?;
         for (intent, verdict) in lost {
-            self.lost_async_ack(template_id, intent, verdict);
+            self.inner
+                            .lost_acks
+                            .async_refused(template_id, intent, verdict);
         }
         if let Some(epoch) = refused_epoch {
             self.resync(template_id, Trigger::Disagrees(epoch)).await?;

@@ -151,7 +151,9 @@ impl CouponEngine {
             if self.inner.config.persistence == Persistence::Async {
                 for (intent, verdict) in stale.iter().zip(&verdicts) {
                     if verdict != &Ruling::Stored {
-                        self.lost_async_ack(template_id, intent, verdict);
+                        self.inner
+                            .lost_acks
+                            .async_refused(template_id, intent, verdict);
                     }
                 }
             }

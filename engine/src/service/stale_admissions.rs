@@ -92,25 +92,29 @@ pub(super) struct Counts {
     user_limit: AtomicU64,
 }
 
-impl CouponEngine {
+impl Counts {
     /// Counts a claim Redis admitted and Postgres refused (`verdict`: the refusal).
-    pub(super) fn note_stale_admission(&self, template_id: TemplateId, verdict: &Ruling) {
-        let counts = &self.inner.stale_admissions;
+    pub(super) fn note(&self, template_id: TemplateId, verdict: &Ruling) {
         let counter = match verdict {
-            Ruling::UserLimit => &counts.user_limit,
-            _ => &counts.stock_empty,
+            Ruling::UserLimit => &self.user_limit,
+            _ => &self.stock_empty,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         // Debug: a stale Redis makes every claim in flight say this; the rebuild (once) warns.
         tracing::debug!(%template_id, ?verdict, "postgres refused a claim redis admitted");
     }
 
+    fn now(&self) -> StaleAdmissions {
+        StaleAdmissions {
+            stock_empty: self.stock_empty.load(Ordering::Relaxed),
+            user_limit: self.user_limit.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl CouponEngine {
     /// Sync mode: claims Redis admitted and Postgres refused since start.
     pub fn stale_admissions(&self) -> StaleAdmissions {
-        let counts = &self.inner.stale_admissions;
-        StaleAdmissions {
-            stock_empty: counts.stock_empty.load(Ordering::Relaxed),
-            user_limit: counts.user_limit.load(Ordering::Relaxed),
-        }
+        self.inner.stale_admissions.now()
     }
 }

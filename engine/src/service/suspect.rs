@@ -38,9 +38,16 @@ pub(super) struct SuspectWindow {
 
 impl SuspectWindow {
     /// Opens the window from now on, for [`SUSPECT_FOR`] (never shortens it).
-    fn open(&self) {
+    pub(super) fn open(&self) {
         let until = now_ms() + SUSPECT_FOR.as_millis() as u64;
         self.until_ms.fetch_max(until, Ordering::Relaxed);
+    }
+
+    /// Opens the window if `e` is the kind of error a dying or failing-over server gives.
+    pub(super) fn note_error(&self, e: &RedisError) {
+        if e.is_timeout() || e.is_io_error() || e.is_connection_dropped() {
+            self.open();
+        }
     }
 
     fn is_open(&self) -> bool {
@@ -49,22 +56,6 @@ impl SuspectWindow {
 }
 
 impl CouponEngine {
-    /// Marks Redis suspect from now on, for [`SUSPECT_FOR`].
-    pub(super) fn suspect_redis(&self) {
-        self.inner.redis_suspect.open();
-    }
-
-    /// Marks Redis suspect if `e` is the kind of error a dying or failing-over server gives.
-    pub(super) fn note_redis_error(&self, e: &RedisError) {
-        if e.is_timeout() || e.is_io_error() || e.is_connection_dropped() {
-            self.suspect_redis();
-        }
-    }
-
-    fn redis_suspect(&self) -> bool {
-        self.inner.redis_suspect.is_open()
-    }
-
     /// A refusal from Redis, answered as the coupon the request id already holds in
     /// Postgres if Redis is suspect and it holds one.
     pub(super) async fn recheck_refusal(
@@ -74,7 +65,7 @@ impl CouponEngine {
         user_id: &UserId,
         refusal: crate::EngineError,
     ) -> EngineResult<ClaimReceipt> {
-        if !self.redis_suspect() {
+        if !self.inner.redis_suspect.is_open() {
             return Err(refusal);
         }
         // As a sync replay does (claim.rs): only what Postgres durably holds.
