@@ -30,6 +30,18 @@ pub struct TemplateKeys {
 }
 
 impl TemplateKeys {
+    /// `script` over the template's counters, in the order the scripts that give stock
+    /// back or publish a rebuild take them (stock, claimed, pending, epoch); the keys a
+    /// script takes after them follow.
+    pub fn counters_of<'s>(&self, script: &'s redis::Script) -> redis::ScriptInvocation<'s> {
+        let mut invocation = script.key(&self.stock);
+        invocation
+            .key(&self.claimed)
+            .key(&self.pending)
+            .key(&self.epoch);
+        invocation
+    }
+
     /// Keys of `template` under `namespace`.
     pub fn new(namespace: &str, template: TemplateId) -> Self {
         let prefix = format!("{namespace}:coupon:{{{template}}}:");

@@ -305,13 +305,8 @@ impl RedisStore {
         coupon_id: Uuid,
     ) -> RedisResult<bool> {
         let k = self.keys(template);
-        let n: i64 = self
-            .scripts
-            .release
-            .key(&k.stock)
-            .key(&k.claimed)
-            .key(&k.pending)
-            .key(&k.epoch)
+        let n: i64 = k
+            .counters_of(&self.scripts.release)
             .key(&k.outcomes)
             .arg(request_id.as_str())
             .arg(user_id.as_str())

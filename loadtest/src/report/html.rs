@@ -248,23 +248,14 @@ fn servers_and_runs(s: &mut String, r: &Report) {
     if !r.audited {
         s.push_str("<p><b>Not audited</b> (<code>--no-audit</code>): this run only recorded what its shoppers saw (<code>acks.jsonl</code>); audit it with <code>coupon-loadtest audit</code>, merged with the other generators' runs.</p>");
     }
-    if !r.runs.is_empty() {
-        s.push_str("<h2>Merged runs</h2><p class=\"muted\">Each run's own figures, measured by its own clock; the summary's throughput is their sum.</p>");
-        table(
+    for t in super::runs_and_servers(r) {
+        let _ = write!(
             s,
-            &super::RunFigures::HEADER,
-            r.runs.iter().map(super::RunFigures::cells),
-            2,
+            "<h2>{}</h2><p class=\"muted\">{}</p>",
+            esc(t.title),
+            esc(t.note)
         );
-    }
-    if !r.servers.is_empty() {
-        s.push_str("<h2>Servers</h2><p class=\"muted\">Each server's share of the requests (they share Redis and Postgres; the audit covers all).</p>");
-        table(
-            s,
-            &crate::shares::ServerShare::HEADER,
-            r.servers.iter().map(crate::shares::ServerShare::cells),
-            1,
-        );
+        table(s, t.header, t.rows.into_iter(), t.text_columns);
     }
 }
 

@@ -167,21 +167,9 @@ fn throughput(s: &mut String, r: &Report) {
     if let Some(peaks) = super::servers_peak_memory(r) {
         let _ = writeln!(s, "\nServers' peak memory: {peaks}.");
     }
-    if !r.runs.is_empty() {
-        s.push_str("\n## Merged runs (each with its own clock; throughput above is their sum)\n\n");
-        table(
-            s,
-            &super::RunFigures::HEADER,
-            r.runs.iter().map(super::RunFigures::cells),
-        );
-    }
-    if !r.servers.is_empty() {
-        s.push_str("\n## Servers\n\n");
-        table(
-            s,
-            &crate::shares::ServerShare::HEADER,
-            r.servers.iter().map(crate::shares::ServerShare::cells),
-        );
+    for t in super::runs_and_servers(r) {
+        let _ = write!(s, "\n## {}\n\n{}\n\n", t.title, t.note);
+        table(s, t.header, t.rows.into_iter());
     }
 }
 

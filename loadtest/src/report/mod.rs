@@ -172,6 +172,46 @@ impl RunFigures {
     }
 }
 
+/// A table both renderings show, in the same words.
+pub(crate) struct Table {
+    /// Its heading.
+    pub title: &'static str,
+    /// What it shows, in a sentence.
+    pub note: &'static str,
+    /// Its columns.
+    pub header: &'static [&'static str],
+    /// Its rows (unescaped text, in `header` order).
+    pub rows: Vec<Vec<String>>,
+    /// How many leading columns are text; the rest are figures.
+    pub text_columns: usize,
+}
+
+/// The merged runs' own figures and the servers' shares, when the report has them.
+pub(crate) fn runs_and_servers(r: &Report) -> Vec<Table> {
+    let mut tables = Vec::new();
+    if !r.runs.is_empty() {
+        tables.push(Table {
+            title: "Merged runs",
+            note: "Each run's own figures, measured by its own clock; the summary's \
+                   throughput is their sum.",
+            header: &RunFigures::HEADER,
+            rows: r.runs.iter().map(RunFigures::cells).collect(),
+            text_columns: 2,
+        });
+    }
+    if !r.servers.is_empty() {
+        tables.push(Table {
+            title: "Servers",
+            note: "Each server's share of the requests (they share Redis and Postgres; the \
+                   audit covers all).",
+            header: &crate::shares::ServerShare::HEADER,
+            rows: r.servers.iter().map(crate::shares::ServerShare::cells).collect(),
+            text_columns: 1,
+        });
+    }
+    tables
+}
+
 /// The started servers' peak memory, in words ("212 MiB, 198 MiB"); None without any.
 pub(crate) fn servers_peak_memory(r: &Report) -> Option<String> {
     if r.servers_peak_rss_mib.is_empty() {

@@ -125,13 +125,8 @@ impl RedisStore {
         epoch: i64,
     ) -> RedisResult<Published> {
         let k = self.keys(template);
-        let done: i64 = self
-            .scripts
-            .rebuild_publish
-            .key(&k.stock)
-            .key(&k.claimed)
-            .key(&k.pending)
-            .key(&k.epoch)
+        let done: i64 = k
+            .counters_of(&self.scripts.rebuild_publish)
             .key(&k.applied)
             .key(k.staging(epoch))
             .key(&k.rebuilding)
