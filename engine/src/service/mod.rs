@@ -22,6 +22,7 @@ mod sold_out;
 mod stale_admissions;
 mod suspect;
 mod template_cache;
+mod templates;
 
 use std::sync::{Arc, Weak};
 
@@ -210,32 +211,6 @@ impl CouponEngine {
         Ok(())
     }
 
-    /// Creates a template in Postgres and initialises its Redis keys.
-    pub async fn create_template(&self, spec: NewTemplate) -> EngineResult<Template> {
-        spec.validate()?;
-        let id = TemplateId::new_v7();
-        let template = postgres::insert_template(&self.inner.pg, id, &spec).await?;
-        self.remember(template.clone());
-        // Initialisation is a rebuild from zero coupons: one code path, fenced like any other.
-        self.rebuild(id).await?;
-        Ok(template)
-    }
-
-    /// Loads a template (from a short-lived in-process cache on the hot path).
-    pub async fn template(&self, id: TemplateId) -> EngineResult<Arc<Template>> {
-        if let Some(t) = self.inner.templates.fresh(id) {
-            return Ok(t);
-        }
-        let template = postgres::get_template(&self.inner.pg, id)
-            .await?
-            .ok_or(EngineError::NotFound("template"))?;
-        Ok(self.remember(template))
-    }
-
-    fn remember(&self, template: Template) -> Arc<Template> {
-        self.inner.templates.remember(template)
-    }
-
     /// Has Postgres decide a batch of admitted intents of one template, on any connection of
     /// the pool (the reconciler; the group commit and the async persister keep a connection
     /// of their own between batches, `store/batch_connection.rs`).
@@ -251,24 +226,6 @@ impl CouponEngine {
     /// Sizes of the claim batches committed so far (sync mode's group commit).
     pub fn batch_sizes(&self) -> BatchHistogram {
         self.inner.batcher.stats().snapshot()
-    }
-
-    /// Remaining stock in Redis (None if the keys are absent).
-    pub async fn remaining_stock(&self, template: TemplateId) -> EngineResult<Option<i64>> {
-        Ok(self.inner.redis.stock(template).await?)
-    }
-
-    /// Pauses, resumes or ends claims on a template.
-    pub async fn set_template_status(
-        &self,
-        id: TemplateId,
-        status: TemplateStatus,
-    ) -> EngineResult<()> {
-        if !postgres::set_template_status(&self.inner.pg, id, status).await? {
-            return Err(EngineError::NotFound("template"));
-        }
-        self.inner.templates.forget(id);
-        Ok(())
     }
 
     /// A user's coupons, newest first (at most 1,000).
