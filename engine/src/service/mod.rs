@@ -47,8 +47,8 @@ use crate::{
     config::{EngineConfig, Persistence},
     domain::{
         coupon::Coupon,
-        ids::{TemplateId, UserId},
-        template::{NewTemplate, Template, TemplateStatus},
+        ids::UserId,
+        template::Template,
     },
     error::{EngineError, EngineResult},
     failpoint::Failpoints,
