@@ -8,6 +8,7 @@ use coupon_engine::{AuditReport, Finding, Invariant, StaleAdmissions};
 use coupon_verify::{
     Evidence, HISTORY_CHECKERS,
     liveness::check_liveness,
+    retries::RedisCounters,
     validity::{CheckerResult, Composed, Judgement},
 };
 
@@ -60,37 +61,31 @@ pub fn check_all(case: &CaseRecord<'_>) -> Composed {
         .map(|(name, checker)| CheckerResult::judge(name, checker(case)))
         .collect();
     let operations = case.history.operations().map_err(|e| e.to_string());
+    let redis_counters = if case
+        .scenario
+        .faults
+        .iter()
+        .any(|f| f.fault.stales_redis_without_a_sign())
+    {
+        RedisCounters::MayBeStaleUnsigned
+    } else {
+        RedisCounters::LossesSigned
+    };
     results.extend(HISTORY_CHECKERS.iter().map(|(name, check)| {
         let judged = operations.as_deref().map(|operations| {
-            if excused_by_faults(case, name) {
-                return Judgement::Decided(Vec::new());
-            }
             check(&Evidence {
                 operations,
                 final_state: case.final_state,
                 templates: &case.scenario.templates,
                 // The cases' locks outlast every case: none lapses.
                 lock_lapse: None,
+                redis_counters,
             })
             .into()
         });
         CheckerResult::judge(name, judged.map_err(String::as_str))
     }));
     Composed::of(results)
-}
-
-/// Whether the case's faults take away what history checker `name` holds the engine to.
-/// The engine's one known gap (docs/ARCHITECTURE.md, "A Redis that lies", 4): a Redis whose
-/// keys went stale with no sign to act on opens no suspect window, so a retry of a granted
-/// claim whose recorded outcome it lost is answered by its counters and can be refused
-/// (I7 on retries). Postgres still refuses every oversell, which the other checkers hold.
-fn excused_by_faults(case: &CaseRecord<'_>, name: &str) -> bool {
-    name == "retries"
-        && case
-            .scenario
-            .faults
-            .iter()
-            .any(|f| f.fault.stales_redis_without_a_sign())
 }
 
 /// The auditor's violations of each template, from the live stores.

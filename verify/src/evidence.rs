@@ -12,7 +12,7 @@ use crate::{
     one_order::{LockLapse, check_one_live_order, check_single_use},
     op::TemplateSpec,
     owners::check_owners,
-    retries::check_retries,
+    retries::{RedisCounters, check_retries},
 };
 
 /// What the history checkers look at.
@@ -26,6 +26,8 @@ pub struct Evidence<'a> {
     pub templates: &'a [TemplateSpec],
     /// When a checkout lock lapses; `None` when every lock outlasts the history.
     pub lock_lapse: Option<LockLapse>,
+    /// Whether Redis's counters may have gone stale with no sign while it ran.
+    pub redis_counters: RedisCounters,
 }
 
 /// A checker of a history: the violations it finds (none: valid).
@@ -44,7 +46,7 @@ pub const HISTORY_CHECKERS: [(&str, HistoryChecker); 7] = [
     }),
     ("single use", |e| check_single_use(e.operations)),
     ("owners", |e| check_owners(e.operations, e.final_state)),
-    ("retries", |e| check_retries(e.operations)),
+    ("retries", |e| check_retries(e.operations, e.redis_counters)),
     ("one live order", |e| {
         check_one_live_order(e.operations, e.lock_lapse)
     }),
@@ -91,6 +93,7 @@ mod tests {
             final_state: &final_state,
             templates: &one_coupon_sale(),
             lock_lapse: None,
+            redis_counters: RedisCounters::LossesSigned,
         };
         assert!(e.findings().is_empty());
     }
@@ -123,6 +126,7 @@ mod tests {
             final_state: &final_state,
             templates: &one_coupon_sale(),
             lock_lapse: None,
+            redis_counters: RedisCounters::LossesSigned,
         };
         let found: Vec<Invariant> = e.findings().iter().map(|f| f.invariant).collect();
         // The oversell (from the acknowledgements) and the lost grant (against the end).

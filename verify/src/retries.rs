@@ -15,8 +15,24 @@ use crate::{
     op::{CouponRef, Op, Refusal},
 };
 
+/// What Redis's counters may have gone through while the history ran.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RedisCounters {
+    /// Every loss of Redis state gave the engine a sign before it admitted again (a
+    /// restart, a promotion, dropped keys): it checks a refusal against Postgres then, so a
+    /// granted claim refused on retry is a finding.
+    #[default]
+    LossesSigned,
+    /// Redis's keys may have gone stale with no sign (an eviction, a restarted or promoted
+    /// server given the engine's scripts beforehand): the engine's known gap
+    /// (docs/ARCHITECTURE.md, "A Redis that lies"). A retried claim refused `stock_empty` or
+    /// `user_limit` may have been refused by those counters, and is not a finding; every
+    /// other refused repeat still is.
+    MayBeStaleUnsigned,
+}
+
 /// I7 findings of `ops`: acknowledged requests whose repeat was refused.
-pub fn check_retries(ops: &[Operation]) -> Vec<Finding> {
+pub fn check_retries(ops: &[Operation], counters: RedisCounters) -> Vec<Finding> {
     // Two operations are the same request when they are equal: a claim's template, user
     // and request id; any other operation's kind, coupon, user and order.
     let mut by_request: HashMap<&Op, Vec<&Operation>> = HashMap::new();
@@ -30,7 +46,10 @@ pub fn check_retries(ops: &[Operation]) -> Vec<Finding> {
     }
     let mut found = Vec::new();
     for tries in first_seen.iter().filter_map(|op| by_request.get(op)) {
-        for refused in tries.iter().filter(|o| refused(o)) {
+        for refused in tries
+            .iter()
+            .filter(|o| refused(o) && !refused_by_counters_allowed(o, counters))
+        {
             let Some(acked) = tries.iter().find(|o| {
                 matches!(o.outcome, Outcome::Ok(_)) && o.ret.is_some_and(|r| r < refused.call)
             }) else {
@@ -83,6 +102,15 @@ pub fn check_answered_ids(answers: &[(CouponRef, String)]) -> Vec<Finding> {
     found
 }
 
+fn refused_by_counters_allowed(o: &Operation, counters: RedisCounters) -> bool {
+    counters == RedisCounters::MayBeStaleUnsigned
+        && matches!(o.op, Op::Claim { .. })
+        && matches!(
+            o.outcome,
+            Outcome::Fail(Refusal::StockEmpty | Refusal::UserLimit)
+        )
+}
+
 fn refused(o: &Operation) -> bool {
     matches!(o.outcome, Outcome::Fail(r) if r != Refusal::Busy)
 }
@@ -110,6 +138,8 @@ mod tests {
         fixtures::{claim, coupon, lock, redeem, refund},
     };
 
+    const SIGNED: RedisCounters = RedisCounters::LossesSigned;
+
     fn timed(op: Op, outcome: Outcome, call: u64, ret: Option<u64>) -> Operation {
         crate::history::fixtures::operation(op, outcome, call, ret)
     }
@@ -130,11 +160,23 @@ mod tests {
             20,
             Some(30),
         );
-        let found = check_retries(&[granted.clone(), refused]);
+        let found = check_retries(&[granted.clone(), refused.clone()], SIGNED);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].invariant, Invariant::I7);
         let busy = timed(claim("a", "r1"), Outcome::Fail(Refusal::Busy), 20, Some(30));
-        assert!(check_retries(&[granted, busy]).is_empty());
+        assert!(check_retries(&[granted.clone(), busy], SIGNED).is_empty());
+
+        // Counters stale with no sign may refuse the retry (the known gap); anything else
+        // refusing it still is a finding.
+        let unsigned = RedisCounters::MayBeStaleUnsigned;
+        assert!(check_retries(&[granted.clone(), refused], unsigned).is_empty());
+        let not_found = timed(
+            claim("a", "r1"),
+            Outcome::Fail(Refusal::NotFound),
+            20,
+            Some(30),
+        );
+        assert_eq!(check_retries(&[granted, not_found], unsigned).len(), 1);
     }
 
     #[test]
@@ -151,9 +193,14 @@ mod tests {
             20,
             Some(30),
         );
-        assert_eq!(check_retries(&[redeemed.clone(), again.clone()]).len(), 1);
+        assert_eq!(
+            check_retries(&[redeemed.clone(), again.clone()], SIGNED).len(),
+            1
+        );
         let refund_between = timed(refund("r1", "a", "o1"), Outcome::Unknown, 12, None);
-        assert!(check_retries(&[redeemed.clone(), refund_between, again.clone()]).is_empty());
+        assert!(
+            check_retries(&[redeemed.clone(), refund_between, again.clone()], SIGNED).is_empty()
+        );
         // An operation answered before the acknowledged one was sent is not between.
         let lock_before = timed(
             lock("r1", "a", "o2"),
@@ -168,7 +215,7 @@ mod tests {
             Some(10),
         );
         assert_eq!(
-            check_retries(&[lock_before, redeemed_later, again]).len(),
+            check_retries(&[lock_before, redeemed_later, again], SIGNED).len(),
             1
         );
     }

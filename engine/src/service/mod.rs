@@ -45,11 +45,7 @@ pub use stale_admissions::{StaleAdmissions, StaleCount};
 
 use crate::{
     config::{EngineConfig, Persistence},
-    domain::{
-        coupon::Coupon,
-        ids::UserId,
-        template::Template,
-    },
+    domain::{coupon::Coupon, ids::UserId, template::Template},
     error::{EngineError, EngineResult},
     failpoint::Failpoints,
     store::{

@@ -245,8 +245,8 @@ impl CouponEngine {
         self.inner.redis.remove_pending(template_id, &done).await?;
         for (intent, verdict) in lost {
             self.inner
-                            .lost_acks
-                            .async_refused(template_id, intent, verdict);
+                .lost_acks
+                .async_refused(template_id, intent, verdict);
         }
         if let Some(epoch) = refused_epoch {
             self.resync(template_id, Trigger::Disagrees(epoch)).await?;

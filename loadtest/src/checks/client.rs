@@ -6,8 +6,11 @@ use std::collections::{BTreeSet, HashSet};
 
 use coupon_engine::Invariant;
 use coupon_verify::{
-    grants::Grants, history::Outcome as Ended, one_order::LockLapse, op::Op as CoreOp,
-    retries::check_answered_ids,
+    grants::Grants,
+    history::Outcome as Ended,
+    one_order::LockLapse,
+    op::Op as CoreOp,
+    retries::{RedisCounters, check_answered_ids},
 };
 
 use super::{Findings, RunRecord, history::RunHistory};
@@ -32,6 +35,8 @@ pub(super) fn check(ev: &RunRecord<'_>, f: &mut Findings) {
         final_state: &run.final_state,
         templates: &run.templates,
         lock_lapse: Some(lapse),
+        // Every nemesis of the load test that loses Redis state gives the engine a sign.
+        redis_counters: RedisCounters::LossesSigned,
     };
     let mut findings = evidence.findings();
     // Only the load test reads the coupon ids the answers carried.

@@ -192,7 +192,7 @@ pub(crate) fn runs_and_servers(r: &Report) -> Vec<Table> {
     if !r.runs.is_empty() {
         tables.push(Table {
             title: "Merged runs",
-            note: "Each run's own figures, measured by its own clock; the summary's \
+            note: "Each run's own figures, measured by its own clock; the report's \
                    throughput is their sum.",
             header: &RunFigures::HEADER,
             rows: r.runs.iter().map(RunFigures::cells).collect(),
@@ -205,7 +205,11 @@ pub(crate) fn runs_and_servers(r: &Report) -> Vec<Table> {
             note: "Each server's share of the requests (they share Redis and Postgres; the \
                    audit covers all).",
             header: &crate::shares::ServerShare::HEADER,
-            rows: r.servers.iter().map(crate::shares::ServerShare::cells).collect(),
+            rows: r
+                .servers
+                .iter()
+                .map(crate::shares::ServerShare::cells)
+                .collect(),
             text_columns: 1,
         });
     }
