@@ -38,6 +38,26 @@ const ORDER_FORBIDDEN: &str = "not_owner: the coupon belongs to another user tha
 const UNAVAILABLE: &str =
     "unavailable: a backend failed; the outcome is unknown, retry with the same ids";
 
+/// The answers every order operation (redeem, refund, lock, release) may give besides its
+/// own success and conflicts, declared once so the four cannot drift apart. Only described:
+/// the handlers answer through [`ApiError`].
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+enum OrderErrors {
+    #[response(status = 400, description = BAD_REQUEST)]
+    BadRequest(ErrorBody),
+    #[response(status = 401, description = ORDER_UNAUTHORIZED)]
+    Unauthorized(ErrorBody),
+    #[response(status = 403, description = ORDER_FORBIDDEN)]
+    Forbidden(ErrorBody),
+    #[response(status = 404, description = NOT_FOUND)]
+    NotFound(ErrorBody),
+    #[response(status = 413, description = TOO_LARGE)]
+    TooLarge(ErrorBody),
+    #[response(status = 503, description = UNAVAILABLE)]
+    Unavailable(ErrorBody),
+}
+
 /// Every route of the API but `/openapi.json`, which [`super::router`] adds.
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -179,14 +199,9 @@ async fn claim(
         `user_id` (400 invalid_request).",
     request_body = RedeemRequest,
     responses((status = 200, body = RedeemResponse, description = "The redemption (or the earlier one with this order)"),
-              (status = 400, body = ErrorBody, description = BAD_REQUEST),
-              (status = 401, body = ErrorBody, description = ORDER_UNAUTHORIZED),
-              (status = 403, body = ErrorBody, description = ORDER_FORBIDDEN),
-              (status = 404, body = ErrorBody, description = NOT_FOUND),
               (status = 409, body = ErrorBody, description = "already_used, locked (by another order's checkout), expired, below_min_amount, or invalid_state (the coupon is not issued)"),
-              (status = 413, body = ErrorBody, description = TOO_LARGE),
               (status = 429, body = ErrorBody, description = "busy: another redemption of this coupon is in progress; retry"),
-              (status = 503, body = ErrorBody, description = UNAVAILABLE)),
+              OrderErrors),
     security(("service" = []), ("user" = [])))]
 async fn redeem(
     State(s): State<AppState>,
@@ -222,13 +237,8 @@ async fn redeem(
         without `user_id` (400 invalid_request).",
     request_body = RefundRequest,
     responses((status = 200, body = RefundResponse, description = "The refund (or the earlier one)"),
-              (status = 400, body = ErrorBody, description = BAD_REQUEST),
-              (status = 401, body = ErrorBody, description = ORDER_UNAUTHORIZED),
-              (status = 403, body = ErrorBody, description = ORDER_FORBIDDEN),
-              (status = 404, body = ErrorBody, description = NOT_FOUND),
               (status = 409, body = ErrorBody, description = "invalid_state: the coupon is not used by this order"),
-              (status = 413, body = ErrorBody, description = TOO_LARGE),
-              (status = 503, body = ErrorBody, description = UNAVAILABLE)),
+              OrderErrors),
     security(("service" = []), ("user" = [])))]
 async fn refund(
     State(s): State<AppState>,
@@ -259,13 +269,8 @@ async fn refund(
         (400 invalid_request).",
     request_body = LockRequest,
     responses((status = 200, body = LockResponse, description = "The lock (or the earlier one by this order)"),
-              (status = 400, body = ErrorBody, description = BAD_REQUEST),
-              (status = 401, body = ErrorBody, description = ORDER_UNAUTHORIZED),
-              (status = 403, body = ErrorBody, description = ORDER_FORBIDDEN),
-              (status = 404, body = ErrorBody, description = NOT_FOUND),
               (status = 409, body = ErrorBody, description = "locked (by another order), already_used, expired, or invalid_state (revoked, not valid yet, or already paid by this order)"),
-              (status = 413, body = ErrorBody, description = TOO_LARGE),
-              (status = 503, body = ErrorBody, description = UNAVAILABLE)),
+              OrderErrors),
     security(("service" = []), ("user" = [])))]
 async fn lock(
     State(s): State<AppState>,
@@ -306,13 +311,8 @@ async fn lock(
         service with `user_id` when the server has a service token, the shopper otherwise.",
     request_body = ReleaseRequest,
     responses((status = 200, body = ReleaseResponse, description = "What the release did"),
-              (status = 400, body = ErrorBody, description = BAD_REQUEST),
-              (status = 401, body = ErrorBody, description = ORDER_UNAUTHORIZED),
-              (status = 403, body = ErrorBody, description = ORDER_FORBIDDEN),
-              (status = 404, body = ErrorBody, description = NOT_FOUND),
               (status = 409, body = ErrorBody, description = "locked or already_used (another order holds it), or invalid_state (this order paid with it)"),
-              (status = 413, body = ErrorBody, description = TOO_LARGE),
-              (status = 503, body = ErrorBody, description = UNAVAILABLE)),
+              OrderErrors),
     security(("service" = []), ("user" = [])))]
 async fn release(
     State(s): State<AppState>,
