@@ -25,9 +25,10 @@ pub enum RedisCounters {
     LossesSigned,
     /// Redis's keys may have gone stale with no sign (an eviction, a restarted or promoted
     /// server given the engine's scripts beforehand): the engine's known gap
-    /// (docs/ARCHITECTURE.md, "A Redis that lies"). A retried claim refused `stock_empty` or
-    /// `user_limit` may have been refused by those counters, and is not a finding; every
-    /// other refused repeat still is.
+    /// (docs/ARCHITECTURE.md, "A Redis that lies"). A retried claim refused by what Redis
+    /// holds — `stock_empty` or `user_limit` by its counters, `invalid_request` by its
+    /// record of the request id, which a stale server may have let another user's claim
+    /// take — is not a finding; every other refused repeat still is.
     MayBeStaleUnsigned,
 }
 
@@ -107,7 +108,7 @@ fn refused_by_counters_allowed(o: &Operation, counters: RedisCounters) -> bool {
         && matches!(o.op, Op::Claim { .. })
         && matches!(
             o.outcome,
-            Outcome::Fail(Refusal::StockEmpty | Refusal::UserLimit)
+            Outcome::Fail(Refusal::StockEmpty | Refusal::UserLimit | Refusal::InvalidRequest)
         )
 }
 
@@ -170,6 +171,13 @@ mod tests {
         // refusing it still is a finding.
         let unsigned = RedisCounters::MayBeStaleUnsigned;
         assert!(check_retries(&[granted.clone(), refused], unsigned).is_empty());
+        let taken = timed(
+            claim("a", "r1"),
+            Outcome::Fail(Refusal::InvalidRequest),
+            20,
+            Some(30),
+        );
+        assert!(check_retries(&[granted.clone(), taken], unsigned).is_empty());
         let not_found = timed(
             claim("a", "r1"),
             Outcome::Fail(Refusal::NotFound),
